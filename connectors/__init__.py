@@ -1,0 +1,1 @@
+"""Flow-facing sources: camera, microphone, file replay, network URL."""

@@ -1,0 +1,1 @@
+"""Hardware-facing code: enumerate and open cameras and microphones, real and virtual."""

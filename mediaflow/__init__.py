@@ -1,0 +1,1 @@
+"""mediaflow: a durable media streaming pipeline for cameras and microphones."""

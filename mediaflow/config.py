@@ -1,0 +1,86 @@
+"""Where mediaflow keeps its data, and the settings read from the environment.
+
+Every command takes ``--data DIR``; without it ``MEDIAFLOW_DATA`` is used, and
+without that a per-user directory (``$XDG_DATA_HOME/mediaflow`` or
+``~/.local/share/mediaflow``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A setting has a value mediaflow cannot use."""
+
+
+def default_data_dir() -> Path:
+    explicit = os.environ.get("MEDIAFLOW_DATA")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "mediaflow"
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    """A float setting from the environment, refusing garbage with a clear message."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Tunables of the engine; each mirrors an environment variable."""
+
+    max_deliveries: int = 5  # MEDIAFLOW_MAX_DELIVERIES
+    max_attempts: int = 3  # MEDIAFLOW_MAX_ATTEMPTS: runs of one item in one process
+    retry_base_s: float = 0.2  # MEDIAFLOW_RETRY_BASE_S: first backoff, doubled per attempt
+    retry_max_s: float = 10.0  # MEDIAFLOW_RETRY_MAX_S
+    lease_ms: int = 15_000  # MEDIAFLOW_LEASE_MS: a claim not touched for this long is reclaimed
+    node_buffer: int = 64  # MEDIAFLOW_NODE_BUFFER: items held in memory per node
+    backlog_interval_s: float = 1.0  # MEDIAFLOW_BACKLOG_INTERVAL_S
+    degraded_samples: int = 5  # consecutive growing backlog samples before engine_degraded
+    degraded_min_items: int = 1000  # MEDIAFLOW_DEGRADED_MIN_ITEMS
+
+    @classmethod
+    def from_env(cls) -> EngineSettings:
+        d = cls()
+        return cls(
+            max_deliveries=env_int("MEDIAFLOW_MAX_DELIVERIES", d.max_deliveries, minimum=1),
+            max_attempts=env_int("MEDIAFLOW_MAX_ATTEMPTS", d.max_attempts, minimum=1),
+            retry_base_s=env_float("MEDIAFLOW_RETRY_BASE_S", d.retry_base_s),
+            retry_max_s=env_float("MEDIAFLOW_RETRY_MAX_S", d.retry_max_s),
+            lease_ms=env_int("MEDIAFLOW_LEASE_MS", d.lease_ms, minimum=100),
+            node_buffer=env_int("MEDIAFLOW_NODE_BUFFER", d.node_buffer, minimum=1),
+            backlog_interval_s=env_float(
+                "MEDIAFLOW_BACKLOG_INTERVAL_S", d.backlog_interval_s, minimum=0.01
+            ),
+            degraded_samples=env_int("MEDIAFLOW_DEGRADED_SAMPLES", d.degraded_samples, minimum=2),
+            degraded_min_items=env_int(
+                "MEDIAFLOW_DEGRADED_MIN_ITEMS", d.degraded_min_items, minimum=0
+            ),
+        )

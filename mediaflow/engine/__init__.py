@@ -1,0 +1,1 @@
+"""The engine: node API, pure scheduling reducer, async runner, events."""

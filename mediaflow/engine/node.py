@@ -1,0 +1,99 @@
+"""The node API users subclass.
+
+A node declares its ports as class attributes (``inputs`` and ``outputs``,
+port name -> kind) and implements ``run``. A node with no inputs is a
+*source*: the engine calls ``run`` once and keeps it running; it emits values
+with ``await ctx.emit(port, value)``. Any other node is called once per item,
+with the value the item carries in ``ctx.inputs``, and returns its outputs (a
+dict, or ``None``) or emits them.
+
+Keys of a ``[[node]]`` table in a flow file, other than ``id``, ``use``,
+``connector`` and ``inputs``, arrive as keyword arguments of ``__init__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from mediaflow.media import MediaRef
+
+
+@dataclass(frozen=True)
+class ItemInfo:
+    """What a node may know about the item it runs for."""
+
+    entry_id: str
+    seq: int
+    deliveries: int
+
+
+class Context(Protocol):
+    """What the engine gives a node's ``run``."""
+
+    flow: str
+    node: str
+    inputs: Mapping[str, Any]
+    item: ItemInfo | None
+    log: Any
+
+    @property
+    def redelivery(self) -> bool:
+        """True when this item was delivered before (after a crash or a reclaim)."""
+        ...
+
+    async def emit(self, port: str, value: Any) -> None:
+        """Journal ``value`` on ``port`` for every reader; returns once it is durable.
+
+        Raises :class:`~mediaflow.media.PortKindError` if ``value`` does not fit
+        the port, ``KeyError`` if the node has no such output port.
+        """
+        ...
+
+    async def save_artifact(
+        self,
+        data: bytes | Path | AsyncIterator[bytes],
+        media_type: str,
+        meta: Mapping[str, Any] | None = None,
+    ) -> MediaRef:
+        """Store bytes (or a file, streamed, or chunks) and return the reference."""
+        ...
+
+    async def read_artifact(self, ref: MediaRef | str) -> bytes:
+        """The bytes of a stored artifact (whole: use ``open_artifact`` for large ones)."""
+        ...
+
+    def artifact_path(self, ref: MediaRef | str) -> Path:
+        """Where the artifact's bytes live on this machine (read-only)."""
+        ...
+
+    def publish(self, event_type: str, **data: Any) -> None:
+        """Put an event on the flow's event bus (``device_lost``, transcripts ...)."""
+        ...
+
+    def stopping(self) -> bool:
+        """True once the flow is shutting down; long-running sources should return."""
+        ...
+
+
+class Node:
+    """Base class of every node. Subclasses set ``inputs``/``outputs`` and ``run``."""
+
+    inputs: ClassVar[Mapping[str, str]] = {}
+    outputs: ClassVar[Mapping[str, str]] = {}
+
+    async def setup(self, ctx: Context) -> None:
+        """Called once before the first ``run``; open models or devices here."""
+
+    async def run(self, ctx: Context) -> Mapping[str, Any] | None:
+        """Process one item (or, for a source, run until done). Return outputs or None."""
+        raise TypeError(f"{type(self).__name__} must implement run(ctx)")
+
+    async def teardown(self) -> None:
+        """Called once when the flow stops, even after an error."""
+
+    @classmethod
+    def is_source(cls) -> bool:
+        return not cls.inputs

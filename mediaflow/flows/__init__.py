@@ -1,0 +1,1 @@
+"""Flow files: loading, node resolution and validation."""

@@ -1,0 +1,1 @@
+"""Work-queue contract and backends."""

@@ -1,0 +1,207 @@
+"""The work-queue contract every backend implements.
+
+Work is organised in *streams*, one per consumer node of a flow
+(``StreamKey(flow, node)``), so a slow node's backlog waits on disk while a
+fast node keeps claiming its own. Within a stream, items are claimed in the
+order they were enqueued (``seq`` grows by one per item in a stream).
+
+Delivery is at-least-once: a claimed item stays pending until ``ack``; a
+consumer keeps it alive with ``touch``; ``reclaim_stale`` hands items whose
+consumer stopped touching them to another consumer, counting one more
+delivery. Items enqueued with ``delay_s`` wait in a delayed set until
+``move_due`` makes them claimable. A parked flow's items are not claimed
+until it is unparked (``unpark(flow, steps=n)`` lets exactly ``n`` more
+through, for single-stepping).
+
+Every method may raise :class:`QueueUnavailable` when the backend cannot be
+reached; the engine reports that and retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
+
+ItemKind: TypeAlias = Literal["emission", "source"]
+
+
+class QueueError(Exception):
+    """Base class of work-queue errors."""
+
+
+class QueueUnavailable(QueueError):
+    """The backend could not be reached or answered with an error."""
+
+
+class StreamKey(NamedTuple):
+    """Where an item waits: the flow and the node that will consume it."""
+
+    flow: str
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.flow}/{self.node}"
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """An item to enqueue. ``payload`` must be JSON-serialisable."""
+
+    stream: StreamKey
+    kind: ItemKind
+    payload: Mapping[str, Any]
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """An item as claimed from the queue.
+
+    ``entry_id`` is opaque and unique within the backend; ``seq`` orders items
+    within one stream; ``deliveries`` counts claims, this one included, so a
+    value above 1 marks a redelivery.
+    """
+
+    entry_id: str
+    stream: StreamKey
+    kind: ItemKind
+    payload: Mapping[str, Any]
+    seq: int
+    deliveries: int
+    enqueued_at: float
+
+    @property
+    def redelivery(self) -> bool:
+        return self.deliveries > 1
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An item taken out of circulation, with the reason."""
+
+    item: WorkItem
+    reason: str
+    dead_at: float
+
+
+@dataclass(frozen=True)
+class StreamBacklog:
+    """Waiting work of one stream: ``ready`` (claimable), ``pending`` (claimed,
+    not acked), ``delayed``, and the enqueue time of the oldest unacked item."""
+
+    ready: int = 0
+    pending: int = 0
+    delayed: int = 0
+    oldest_enqueued_at: float | None = None
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.pending + self.delayed
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counters since the backend was created (persisted where the backend can)."""
+
+    enqueued: int
+    acked: int
+    dead_lettered: int
+    redelivered: int
+    backlog: int
+    parked_flows: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class WorkQueue(Protocol):
+    """The operations the engine needs from a durable work queue."""
+
+    async def enqueue(
+        self, items: Sequence[NewItem], *, claim_for: str | None = None
+    ) -> list[WorkItem]:
+        """Append ``items`` atomically (all or none) and return them as stored.
+
+        With ``claim_for``, items without a delay are claimed for that consumer
+        in the same transaction (one delivery counted), so a consumer that is
+        idle receives them without a second round trip. Returns after the items
+        are durable.
+        """
+        ...
+
+    async def claim(
+        self,
+        consumer: str,
+        wants: Mapping[StreamKey, int],
+        *,
+        block_ms: int = 0,
+    ) -> list[WorkItem]:
+        """Claim up to ``wants[stream]`` ready items from each stream, oldest first.
+
+        Skips parked flows (except for the steps an ``unpark`` allowed). With
+        ``block_ms`` > 0 waits up to that long for work when none is ready.
+        """
+        ...
+
+    async def ack(self, entry_ids: Sequence[str]) -> int:
+        """Remove finished items; return how many were pending. Unknown ids are ignored."""
+        ...
+
+    async def touch(self, consumer: str, entry_ids: Sequence[str]) -> int:
+        """Reset the idle time of items ``consumer`` holds; return how many it still holds."""
+        ...
+
+    async def reclaim_stale(
+        self, idle_ms: int, *, consumer: str | None = None
+    ) -> list[WorkItem]:
+        """Release items idle for at least ``idle_ms``.
+
+        Without ``consumer`` they become ready again for whoever claims next;
+        with it they are claimed for ``consumer`` (like XAUTOCLAIM) and
+        returned. Either way the next claim counts one more delivery.
+        """
+        ...
+
+    async def release(self, entry_ids: Sequence[str]) -> int:
+        """Hand back items this consumer holds without acking, e.g. on a clean shutdown."""
+        ...
+
+    async def dead_letter(self, item: WorkItem, reason: str) -> None:
+        """Move ``item`` out of its stream into the dead-letter list."""
+        ...
+
+    async def dead_letters(self, flow: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """The newest dead letters, optionally of one flow."""
+        ...
+
+    async def move_due(self, now: float) -> int:
+        """Make delayed items whose time has come claimable; return how many moved."""
+        ...
+
+    async def backlog(self) -> dict[StreamKey, StreamBacklog]:
+        """Waiting work per stream (streams with nothing waiting may be omitted)."""
+        ...
+
+    async def backlog_flows(self) -> dict[str, int]:
+        """Unacked items per flow."""
+        ...
+
+    async def park(self, flow: str) -> None:
+        """Stop handing out ``flow``'s items until :meth:`unpark`."""
+        ...
+
+    async def unpark(self, flow: str, *, steps: int | None = None) -> None:
+        """Resume ``flow``; with ``steps``, let exactly that many more items through
+        and stay parked afterwards."""
+        ...
+
+    async def parked(self) -> dict[str, int | None]:
+        """Parked flows and, for each, the steps it may still hand out (None: none)."""
+        ...
+
+    async def stats(self) -> QueueStats:
+        ...
+
+    async def close(self) -> None:
+        """Release connections; pending items stay pending."""
+        ...
