@@ -1,1 +1,68 @@
-"""Hardware-facing code: enumerate and open cameras and microphones, real and virtual."""
+"""Hardware-facing code: enumerate and open cameras and microphones, real and virtual.
+
+Enumeration (:func:`list_cameras`, :func:`list_microphones`, :func:`describe_devices`)
+and opening (:func:`open_video`, :func:`open_microphone`) share one shape: a blocking
+open, then a producer thread per source that hands frames or chunks to asyncio through
+a bounded :class:`FrameBridge` with a named overflow policy (live devices drop the
+oldest, files and virtual sources block). Outcomes stay distinct: items,
+:class:`EndOfStream` (a finite source is done), :class:`DeviceLost` (a live one went
+away: back off with :func:`backoff_delays` and reopen), configuration errors that list
+what is available. ``sounddevice`` (PortAudio) is imported only when sound is touched.
+Nothing here imports the ``mediaflow`` engine.
+"""
+
+from devices.audio_chunks import AudioChunk, encode_wav
+from devices.audio_input import AudioInfo, AudioInput, AudioStatistics, open_microphone
+from devices.backoff import backoff_delays
+from devices.bridge import BridgeStatistics, FrameBridge, Policy
+from devices.camera_modes import CameraFormat, FrameSize, SizeRange
+from devices.cameras import CameraInfo, list_cameras
+from devices.describe import describe_devices
+from devices.errors import (
+    AmbiguousDevice,
+    BridgeClosed,
+    BridgeOverflow,
+    DeviceError,
+    DeviceLost,
+    DeviceNotFound,
+    EndOfStream,
+    PortAudioMissing,
+    UnsupportedMode,
+)
+from devices.microphones import MicrophoneInfo, list_microphones
+from devices.video_input import CapturedFrame, VideoInfo, VideoInput, VideoStatistics, open_video
+
+__all__ = [
+    "AmbiguousDevice",
+    "AudioChunk",
+    "AudioInfo",
+    "AudioInput",
+    "AudioStatistics",
+    "BridgeClosed",
+    "BridgeOverflow",
+    "BridgeStatistics",
+    "CameraFormat",
+    "CameraInfo",
+    "CapturedFrame",
+    "DeviceError",
+    "DeviceLost",
+    "DeviceNotFound",
+    "EndOfStream",
+    "FrameBridge",
+    "FrameSize",
+    "MicrophoneInfo",
+    "Policy",
+    "PortAudioMissing",
+    "SizeRange",
+    "UnsupportedMode",
+    "VideoInfo",
+    "VideoInput",
+    "VideoStatistics",
+    "backoff_delays",
+    "describe_devices",
+    "encode_wav",
+    "list_cameras",
+    "list_microphones",
+    "open_microphone",
+    "open_video",
+]

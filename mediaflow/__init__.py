@@ -1,1 +1,28 @@
-"""mediaflow: a durable media streaming pipeline for cameras and microphones."""
+"""mediaflow: a durable media streaming pipeline for cameras and microphones.
+
+The public API: subclass :class:`Node`, emit :class:`MediaRef` values saved with
+:func:`save_artifact`, build flows from TOML (:func:`load_flow`) or Python
+(:class:`FlowBuilder`) and run them with :class:`FlowSession` or
+``mediaflow run``.
+"""
+
+from mediaflow.engine.node import Context, ItemInfo, Node
+from mediaflow.engine.session import FlowSession, RunOutcome
+from mediaflow.flows import FlowBuilder, FlowError, FlowSpec, load_flow
+from mediaflow.media import MediaRef, PortKindError
+from mediaflow.store import save_artifact
+
+__all__ = [
+    "Context",
+    "FlowBuilder",
+    "FlowError",
+    "FlowSession",
+    "FlowSpec",
+    "ItemInfo",
+    "MediaRef",
+    "Node",
+    "PortKindError",
+    "RunOutcome",
+    "load_flow",
+    "save_artifact",
+]

@@ -23,7 +23,7 @@ Kind: TypeAlias = Literal["image", "audio", "video", "text", "number", "json"]
 KINDS: frozenset[str] = frozenset(get_args(Kind))
 MEDIA_KINDS: frozenset[str] = frozenset({"image", "audio", "video"})
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 # RFC 6838 section 4.2: type "/" subtype, restricted-name characters, optional parameters.
 MEDIA_TYPE_RE = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
@@ -39,9 +39,7 @@ class PortKindError(TypeError):
     """A value does not fit the kind of the port it was emitted on."""
 
     def __init__(self, node: str, port: str, expected: str, got: str) -> None:
-        super().__init__(
-            f"node {node!r} port {port!r} expects {expected}, got {got}"
-        )
+        super().__init__(f"node {node!r} port {port!r} expects {expected}, got {got}")
         self.node = node
         self.port = port
         self.expected = expected
@@ -50,7 +48,7 @@ class PortKindError(TypeError):
 
 def is_digest(value: object) -> bool:
     """True when ``value`` is a well-formed ``sha256:<64 lowercase hex>`` digest."""
-    return isinstance(value, str) and DIGEST_RE.match(value) is not None
+    return isinstance(value, str) and DIGEST_RE.fullmatch(value) is not None
 
 
 def check_digest(value: object) -> str:
@@ -63,7 +61,7 @@ def check_digest(value: object) -> str:
 
 def check_media_type(value: object) -> str:
     """Return ``value`` if it is a syntactically valid media type; raise otherwise."""
-    if not isinstance(value, str) or MEDIA_TYPE_RE.match(value) is None:
+    if not isinstance(value, str) or MEDIA_TYPE_RE.fullmatch(value) is None:
         raise MediaError(f"malformed media type {value!r}: expected 'type/subtype'")
     return value
 

@@ -40,6 +40,11 @@ class Context(Protocol):
     log: Any
 
     @property
+    def flow_dir(self) -> Path:
+        """The flow file's directory; resolve relative paths in options against it."""
+        ...
+
+    @property
     def redelivery(self) -> bool:
         """True when this item was delivered before (after a crash or a reclaim)."""
         ...
@@ -75,6 +80,15 @@ class Context(Protocol):
 
     def stopping(self) -> bool:
         """True once the flow is shutting down; long-running sources should return."""
+        ...
+
+    def has_readers(self, port: str) -> bool:
+        """Whether any node in the flow reads this node's output ``port``."""
+        ...
+
+    def latest(self, port: str) -> Any:
+        """The newest value this node emitted on ``port`` (also by a crashed earlier
+        process of the same run), or None: a resumed source continues its ``seq``."""
         ...
 
 

@@ -46,12 +46,17 @@ class StreamKey(NamedTuple):
 
 @dataclass(frozen=True)
 class NewItem:
-    """An item to enqueue. ``payload`` must be JSON-serialisable."""
+    """An item to enqueue. ``payload`` must be JSON-serialisable.
+
+    ``claim`` = False keeps the item ready on disk even when ``enqueue`` is
+    called with ``claim_for`` (its reader has older work waiting, or no room).
+    """
 
     stream: StreamKey
     kind: ItemKind
     payload: Mapping[str, Any]
     delay_s: float = 0.0
+    claim: bool = True
 
 
 @dataclass(frozen=True)
@@ -124,8 +129,12 @@ class WorkQueue(Protocol):
 
         With ``claim_for``, items without a delay are claimed for that consumer
         in the same transaction (one delivery counted), so a consumer that is
-        idle receives them without a second round trip. Returns after the items
-        are durable.
+        idle receives them without a second round trip. Claiming them must not
+        break the stream's order, so items stay ready instead (for any claimer)
+        when their flow is parked or older items of their stream are ready.
+        The caller tells them apart by ``deliveries``: 1 is claimed for
+        ``claim_for``, 0 is not (delayed items are never claimed here).
+        Returns after the items are durable.
         """
         ...
 
@@ -144,26 +153,33 @@ class WorkQueue(Protocol):
         ...
 
     async def ack(self, entry_ids: Sequence[str]) -> int:
-        """Remove finished items; return how many were pending. Unknown ids are ignored."""
+        """Remove finished items; return how many were pending. Unknown ids are ignored.
+
+        Like XACK, a pending item is removed whichever consumer holds it now.
+        """
         ...
 
     async def touch(self, consumer: str, entry_ids: Sequence[str]) -> int:
         """Reset the idle time of items ``consumer`` holds; return how many it still holds."""
         ...
 
-    async def reclaim_stale(
-        self, idle_ms: int, *, consumer: str | None = None
-    ) -> list[WorkItem]:
+    async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
         """Release items idle for at least ``idle_ms``.
 
         Without ``consumer`` they become ready again for whoever claims next;
-        with it they are claimed for ``consumer`` (like XAUTOCLAIM) and
-        returned. Either way the next claim counts one more delivery.
+        with it they are claimed for ``consumer`` (like XAUTOCLAIM), which
+        counts one more delivery at once. Either way returns them, in stream
+        order, with ``deliveries`` as now stored.
         """
         ...
 
     async def release(self, entry_ids: Sequence[str]) -> int:
         """Hand back items this consumer holds without acking, e.g. on a clean shutdown."""
+        ...
+
+    async def release_consumer(self, consumer: str) -> int:
+        """Hand back every item ``consumer`` holds, now (it is known to be dead,
+        e.g. a killed process on this host); the next claim counts a redelivery."""
         ...
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
@@ -199,8 +215,7 @@ class WorkQueue(Protocol):
         """Parked flows and, for each, the steps it may still hand out (None: none)."""
         ...
 
-    async def stats(self) -> QueueStats:
-        ...
+    async def stats(self) -> QueueStats: ...
 
     async def close(self) -> None:
         """Release connections; pending items stay pending."""

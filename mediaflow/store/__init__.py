@@ -1,1 +1,29 @@
-"""Content-addressed artifact store."""
+"""Content-addressed artifact store.
+
+Bytes become files named by their sha256 under ``<data>/artifacts/``, written
+to a temp file, fsynced and linked into place so a reader sees all of an
+artifact or nothing; the same bytes are stored once however many processes
+save them. Size, first media type and creation time live in SQLite
+(``<data>/store.sqlite3``), next to the ``run_artifact`` keeps GC honours.
+
+- ``artifacts``: :class:`ArtifactStore`, the public face.
+- ``files``: temp files that hash while they fill, and atomic placement.
+- ``streams``: an async iterator's chunks handed to a writer thread, bounded.
+- ``metadata``: the SQLite tables, shared by processes (WAL, busy timeout).
+- ``current``: the contextvar behind :func:`save_artifact`.
+- ``errors``: :class:`ArtifactNotFound`, :class:`StoreFull`.
+"""
+
+from mediaflow.store.artifacts import ArtifactInfo, ArtifactStore
+from mediaflow.store.current import current_store, save_artifact, use_store
+from mediaflow.store.errors import ArtifactNotFound, StoreFull
+
+__all__ = [
+    "ArtifactInfo",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "StoreFull",
+    "current_store",
+    "save_artifact",
+    "use_store",
+]

@@ -1,0 +1,138 @@
+"""Audio chunks: the record, cutting PCM into exact chunks, resampling, WAV encoding."""
+
+from __future__ import annotations
+
+import io
+import wave
+from dataclasses import dataclass
+
+import av
+import numpy as np
+import numpy.typing as npt
+
+Pcm = npt.NDArray[np.int16]  # shape (frames, channels), interleaved s16
+
+LAYOUTS: dict[int, str] = {
+    1: "mono",
+    2: "stereo",
+    3: "2.1",
+    4: "quad",
+    5: "5.0",
+    6: "5.1",
+    7: "6.1",
+    8: "7.1",
+}
+
+
+def layout_for(channels: int) -> str:
+    """FFmpeg's layout name for a channel count (1-8); ``ValueError`` otherwise."""
+    try:
+        return LAYOUTS[channels]
+    except KeyError:
+        raise ValueError(f"channels must be 1-8, got {channels}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """Exactly ``chunk_ms`` of s16 PCM, shape ``(frames, channels)``.
+
+    ``pts`` is seconds since the source started, counted in samples (so consecutive
+    chunks are gap-free by construction); ``index`` counts chunks produced (a gap means
+    the bridge dropped chunks for a slow consumer); ``overflow_count`` is the running
+    total of device overflows (PortAudio overflows and ring overruns) so far.
+    """
+
+    pcm: Pcm
+    rate: int
+    channels: int
+    pts: float
+    index: int
+    overflow_count: int = 0
+
+    @property
+    def frames(self) -> int:
+        """Samples per channel."""
+        return int(self.pcm.shape[0])
+
+    @property
+    def duration(self) -> float:
+        """Seconds of audio in this chunk."""
+        return self.frames / self.rate
+
+
+def encode_wav(chunk: AudioChunk) -> bytes:
+    """A complete 16-bit PCM WAV file holding ``chunk``. Pure; never blocks."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(chunk.channels)
+        out.setsampwidth(2)
+        out.setframerate(chunk.rate)
+        out.writeframes(np.ascontiguousarray(chunk.pcm, dtype="<i2").tobytes())
+    return buffer.getvalue()
+
+
+class Chunker:
+    """Cuts a stream of PCM blocks into chunks of exactly ``frames`` frames. Pure."""
+
+    def __init__(self, frames: int, channels: int) -> None:
+        if frames < 1:
+            raise ValueError(f"chunk must hold at least one frame, got {frames}")
+        self.frames = frames
+        self.channels = channels
+        self._pending: list[Pcm] = []
+        self._pending_frames = 0
+
+    def push(self, block: Pcm) -> list[Pcm]:
+        """Add ``block`` (shape ``(n, channels)``); return the chunks now complete."""
+        if block.shape[0] == 0:
+            return []
+        self._pending.append(block)
+        self._pending_frames += block.shape[0]
+        if self._pending_frames < self.frames:
+            return []
+        joined = np.concatenate(self._pending)
+        whole = (joined.shape[0] // self.frames) * self.frames
+        chunks = [joined[i : i + self.frames] for i in range(0, whole, self.frames)]
+        rest = joined[whole:]
+        self._pending = [rest] if rest.shape[0] else []
+        self._pending_frames = int(rest.shape[0])
+        return chunks
+
+    def flush(self) -> Pcm | None:
+        """The leftover frames padded with silence to a whole chunk, or None if none."""
+        if not self._pending_frames:
+            return None
+        joined = np.concatenate(self._pending)
+        padded = np.zeros((self.frames, self.channels), dtype=np.int16)
+        padded[: joined.shape[0]] = joined
+        self._pending, self._pending_frames = [], 0
+        return padded
+
+
+class PcmResampler:
+    """Converts decoded or captured audio to s16 interleaved at ``rate`` / ``channels``."""
+
+    def __init__(self, rate: int, channels: int) -> None:
+        self.rate = rate
+        self.channels = channels
+        self._resampler = av.AudioResampler(format="s16", layout=layout_for(channels), rate=rate)
+
+    def frame(self, frame: av.AudioFrame | None) -> Pcm:
+        """Resample one decoded frame (``None`` flushes the resampler's delay line)."""
+        blocks = [self._to_pcm(out) for out in self._resampler.resample(frame)]
+        if not blocks:
+            return np.zeros((0, self.channels), dtype=np.int16)
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+    def pcm(self, block: Pcm, rate: int) -> Pcm:
+        """Resample a captured block (shape ``(n, channels_in)``, s16) recorded at ``rate``."""
+        channels_in = int(block.shape[1])
+        frame = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(block).reshape(1, -1), format="s16", layout=layout_for(channels_in)
+        )
+        frame.sample_rate = rate
+        return self.frame(frame)
+
+    def _to_pcm(self, frame: av.AudioFrame) -> Pcm:
+        data: Pcm = frame.to_ndarray().astype(np.int16, copy=False)
+        return data.reshape(-1, self.channels)

@@ -1,0 +1,235 @@
+"""Open a microphone, an audio file or a virtual tone, and read exact chunks from asyncio.
+
+Spec forms: ``"default"``, a PortAudio index (``"3"`` or ``3``), a device name (a
+case-insensitive substring; an ambiguous one is refused with the matches listed),
+``file:x.wav`` (anything PyAV decodes; a bare existing path with a directory part works
+too) and ``lavfi:sine=frequency=440:sample_rate=16000`` (virtual).
+
+Every source yields :class:`~devices.audio_chunks.AudioChunk` records of exactly
+``chunk_ms`` of s16 PCM at ``rate`` / ``channels`` (resampled with PyAV). Real devices
+capture through a sounddevice callback into a bounded ring (see
+:mod:`devices.audio_device`) and drop the oldest chunk when the consumer is slow;
+files and lavfi decode on a thread, block instead (lossless) and are paced to real time
+unless ``realtime=False``. The last chunk of a file is padded with silence to full
+length. A device that stops delivering raises :class:`~devices.errors.DeviceLost`; a
+file that is done raises :class:`~devices.errors.EndOfStream`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import av
+
+from devices.audio_chunks import AudioChunk, Chunker, Pcm, PcmResampler, layout_for
+from devices.audio_device import DeviceAudioSource
+from devices.bridge import BridgeStatistics, FrameBridge
+from devices.errors import DeviceNotFound
+from devices.microphones import list_microphones, load_sounddevice, resolve_microphone
+from devices.pacing import Pacer
+from devices.threaded import ThreadedInput
+
+AudioKind = Literal["device", "file", "lavfi"]
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    """What was opened and what it will yield."""
+
+    spec: str
+    kind: AudioKind
+    name: str
+    rate: int
+    channels: int
+    chunk_ms: int
+    chunk_frames: int
+    is_live: bool
+    source_rate: int
+    source_channels: int
+
+
+@dataclass(frozen=True)
+class AudioStatistics:
+    """Chunks produced, device overflows (PortAudio + ring), bridge state."""
+
+    produced: int
+    overflow_count: int
+    bridge: BridgeStatistics
+
+
+class _AudioSource(Protocol):
+    produced: int
+
+    @property
+    def overflow_count(self) -> int: ...
+
+    def produce(self, bridge: FrameBridge[AudioChunk]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class AudioInput(ThreadedInput[AudioChunk]):
+    """Audio chunks from a producer thread; consume with ``async for`` or ``read``."""
+
+    def __init__(
+        self, info: AudioInfo, source: _AudioSource, bridge: FrameBridge[AudioChunk]
+    ) -> None:
+        super().__init__(info.spec, bridge)
+        self.info = info
+        self._source = source
+
+    def _produce(self, bridge: FrameBridge[AudioChunk]) -> None:
+        try:
+            self._source.produce(bridge)
+        finally:
+            self._source.close()
+
+    def _release(self) -> None:
+        self._source.close()
+
+    def statistics(self) -> AudioStatistics:
+        """Counters; never blocks."""
+        return AudioStatistics(
+            self._source.produced, self._source.overflow_count, self._bridge.statistics()
+        )
+
+
+def open_microphone(
+    spec: str | int,
+    *,
+    rate: int = 16000,
+    channels: int = 1,
+    chunk_ms: int = 100,
+    realtime: bool | None = None,
+    max_buffered: int | None = None,
+) -> AudioInput:
+    """Open ``spec``; capture or decoding starts on the first read.
+
+    Blocks while the source opens (PortAudio device scan and open, file probe): from
+    async code call it through ``asyncio.to_thread``. ``realtime`` (files and lavfi;
+    default True) paces chunks to the wall clock; devices ignore it.
+
+    Raises ``ValueError`` for bad parameters (``rate * chunk_ms`` must be a whole number
+    of frames per 1000), :class:`DeviceNotFound` / :class:`AmbiguousDevice` listing the
+    microphones, :class:`PortAudioMissing`, :class:`UnsupportedMode` when the device
+    refuses the settings, :class:`DeviceLost` when it fails to open, and FFmpeg's errors
+    for an undecodable file.
+    """
+    text = str(spec).strip()
+    _check_params(rate, channels, chunk_ms)
+    chunk_frames = rate * chunk_ms // 1000
+    # Live: ~5 s of chunks before the oldest is dropped; decoded: a few (it blocks).
+    live_buffer = max_buffered if max_buffered is not None else max(1, 5000 // chunk_ms)
+    file_buffer = max_buffered if max_buffered is not None else 8
+    kind, target = _split(text)
+    if kind == "device":
+        microphones = list_microphones()
+        mic = resolve_microphone(target, microphones)
+        device = DeviceAudioSource(
+            load_sounddevice(), text, mic, rate=rate, channels=channels, chunk_ms=chunk_ms
+        )
+        info = AudioInfo(
+            text, kind, mic.name, rate, channels, chunk_ms, chunk_frames, True,
+            device.device_rate, device.device_channels,
+        )  # fmt: skip
+        return AudioInput(info, device, FrameBridge(live_buffer, "drop_oldest"))
+    decoded = DecodedAudioSource(
+        text,
+        target,
+        "lavfi" if kind == "lavfi" else None,
+        rate=rate,
+        channels=channels,
+        chunk_ms=chunk_ms,
+        realtime=True if realtime is None else realtime,
+    )
+    info = AudioInfo(
+        text, kind, target, rate, channels, chunk_ms, chunk_frames, False,
+        decoded.source_rate, decoded.source_channels,
+    )  # fmt: skip
+    return AudioInput(info, decoded, FrameBridge(file_buffer, "block"))
+
+
+def _check_params(rate: int, channels: int, chunk_ms: int) -> None:
+    if rate <= 0:
+        raise ValueError(f"rate must be positive, got {rate}")
+    layout_for(channels)  # raises ValueError outside 1-8
+    if chunk_ms <= 0:
+        raise ValueError(f"chunk_ms must be positive, got {chunk_ms}")
+    if (rate * chunk_ms) % 1000:
+        raise ValueError(f"{chunk_ms} ms at {rate} Hz is not a whole number of frames")
+
+
+def _split(text: str) -> tuple[AudioKind, str]:
+    if text.startswith("file:"):
+        path = text[len("file:") :]
+        if not os.path.isfile(path):
+            raise DeviceNotFound(text, [], reason="no such file")
+        return "file", path
+    if text.startswith("lavfi:"):
+        return "lavfi", text[len("lavfi:") :]
+    if os.sep in text and os.path.isfile(text):
+        return "file", text
+    if not text:
+        raise ValueError("empty microphone spec")
+    return "device", text
+
+
+class DecodedAudioSource:
+    """A file or lavfi graph decoded, resampled and chunked on the producer thread."""
+
+    def __init__(
+        self,
+        spec: str,
+        url: str,
+        format: str | None,
+        *,
+        rate: int,
+        channels: int,
+        chunk_ms: int,
+        realtime: bool,
+    ) -> None:
+        """Open the container (blocks while FFmpeg probes it). Raises FFmpeg's errors,
+        :class:`DeviceNotFound` when there is no audio stream."""
+        self.spec = spec
+        self._container = av.open(url, format=format)
+        if not self._container.streams.audio:
+            self._container.close()
+            raise DeviceNotFound(spec, [], reason="it has no audio stream")
+        self._stream = self._container.streams.audio[0]
+        self.source_rate = int(self._stream.codec_context.sample_rate)
+        self.source_channels = int(self._stream.codec_context.channels)
+        self._rate = rate
+        self._channels = channels
+        self._realtime = realtime
+        self._resampler = PcmResampler(rate, channels)
+        self._chunker = Chunker(rate * chunk_ms // 1000, channels)
+        self.produced = 0
+        self.overflow_count = 0  # a file never overflows
+
+    def produce(self, bridge: FrameBridge[AudioChunk]) -> None:
+        """Thread body: decode to the end (EndOfStream follows), pacing if realtime."""
+        pacer = Pacer(bridge.wait_closed) if self._realtime else None
+        for packet in self._container.demux(self._stream):
+            for frame in packet.decode():
+                if isinstance(frame, av.AudioFrame):
+                    self._emit(bridge, pacer, self._chunker.push(self._resampler.frame(frame)))
+        self._emit(bridge, pacer, self._chunker.push(self._resampler.frame(None)))
+        last = self._chunker.flush()
+        if last is not None:
+            self._emit(bridge, pacer, [last])
+
+    def _emit(
+        self, bridge: FrameBridge[AudioChunk], pacer: Pacer | None, blocks: list[Pcm]
+    ) -> None:
+        for pcm in blocks:
+            pts = self.produced * self._chunker.frames / self._rate
+            if pacer is not None:
+                pacer.wait_until(pts)
+            bridge.put(AudioChunk(pcm, self._rate, self._channels, pts, self.produced, 0))
+            self.produced += 1
+
+    def close(self) -> None:
+        """Release the container; idempotent."""
+        self._container.close()

@@ -1,0 +1,298 @@
+"""Open any video input PyAV reads, decode it in a thread, hand frames to asyncio.
+
+One path for every kind (see :mod:`devices.video_spec`): V4L2, AVFoundation and
+DirectShow cameras, network streams, files and lavfi virtual sources. Decoding runs in
+a producer thread that feeds a bounded :class:`~devices.bridge.FrameBridge`:
+
+- live sources (cameras, network streams) are never paced and drop the oldest frame
+  when the consumer is slow (counted in ``statistics().bridge.dropped``);
+- files and lavfi block instead (lossless) and are paced to real time by pts unless
+  ``realtime=False``.
+
+Outcomes: a :class:`CapturedFrame`; :class:`~devices.errors.EndOfStream` when a file,
+lavfi graph or network stream ends; :class:`~devices.errors.DeviceLost` when a camera or
+network stream fails or a camera stops delivering, so the caller can back off and
+reopen; any other error of a file is raised as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import av
+import av.error
+from av.container.streams import StreamContainer
+from av.video.stream import VideoStream
+
+from devices.bridge import BridgeStatistics, FrameBridge
+from devices.camera_modes import check_mode
+from devices.cameras import CameraInfo, list_cameras
+from devices.errors import DeviceLost, DeviceNotFound
+from devices.pacing import Pacer
+from devices.threaded import ThreadedInput
+from devices.video_spec import ENDLESS_KINDS, LIVE_KINDS, SourceKind, VideoSource, parse_video_spec
+
+RETRY_SLEEP_S = 0.01  # after EAGAIN from a non-blocking device read
+
+
+class DemuxSource(Protocol):
+    """What :class:`VideoInput` needs of an open input: PyAV's ``InputContainer``, or a
+    test's wrapper around one (to inject a fault)."""
+
+    streams: StreamContainer
+    duration: int | None
+
+    def demux(self, video_stream: VideoStream) -> Iterator[av.Packet[VideoStream]]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedFrame:
+    """One frame: decoded (``frame``) or, in passthrough, the undecoded JPEG (``packet``).
+
+    ``pts`` is seconds since the first frame of this input; ``index`` counts frames
+    produced (a gap means the bridge dropped frames for a slow consumer).
+    """
+
+    frame: av.VideoFrame | None
+    packet: bytes | None
+    pts: float
+    index: int
+    width: int
+    height: int
+    captured_at: float  # wall clock (time.time()) when the producer got it
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What was opened. ``fps`` is the stream's nominal rate, when it has one."""
+
+    spec: str
+    kind: SourceKind
+    width: int
+    height: int
+    fps: float | None
+    codec: str
+    pix_fmt: str | None
+    is_live: bool
+    passthrough: bool
+    duration: float | None
+
+
+@dataclass(frozen=True)
+class VideoStatistics:
+    """Counters of the producer thread and its bridge."""
+
+    produced: int
+    decode_errors: int
+    bridge: BridgeStatistics
+
+
+def open_video(
+    spec: str,
+    *,
+    size: tuple[int, int] | None = None,
+    fps: float | None = None,
+    input_format: str | None = None,
+    realtime: bool | None = None,
+    passthrough: bool = False,
+    max_buffered: int | None = None,
+    cameras: Sequence[CameraInfo] | None = None,
+) -> VideoInput:
+    """Open ``spec`` and return a :class:`VideoInput` (decoding starts on first read).
+
+    Blocks while the input opens (a device negotiates, a server answers: up to the
+    network timeout): from async code call it through ``asyncio.to_thread``.
+    ``realtime`` (files and lavfi; default True) paces frames by pts; live sources
+    ignore it. ``passthrough`` yields undecoded JPEG packets for MJPEG streams.
+    ``cameras`` replaces the V4L2 enumeration used to check the request.
+
+    Raises ``ValueError`` for a malformed spec; :class:`DeviceNotFound` (listing the
+    cameras) for an unknown device, a missing file or an unreachable stream URL;
+    :class:`UnsupportedMode` (listing what the camera offers) for a size, rate or format
+    it does not offer; FFmpeg's errors (``av.FFmpegError``, an ``OSError`` for system
+    errors) when opening fails otherwise, e.g. a busy camera or an AVFoundation mode
+    the device refuses (FFmpeg logs the modes it offers).
+    """
+    source = parse_video_spec(spec, size=size, fps=fps, input_format=input_format)
+    listed: Sequence[CameraInfo] = ()
+    if source.kind == "v4l2":
+        listed = cameras if cameras is not None else list_cameras()
+        _check_v4l2_request(source, listed, size=size, fps=fps, input_format=input_format)
+    elif source.kind == "file" and not os.path.isfile(source.url):
+        raise DeviceNotFound(spec, [], reason="no such file")
+    try:
+        container = av.open(
+            source.url, format=source.format, options=source.options, timeout=source.timeout
+        )
+    except FileNotFoundError as exc:
+        raise DeviceNotFound(spec, [_camera_label(c) for c in listed], reason=str(exc)) from exc
+    except (OSError, av.FFmpegError) as exc:
+        if source.kind != "url":
+            raise
+        # Refused, timed out, 404: the stream is not there now (maybe later).
+        raise DeviceNotFound(spec, [], reason=str(exc)) from exc
+    if not container.streams.video:
+        container.close()
+        raise DeviceNotFound(spec, [], reason="it has no video stream")
+    return VideoInput(
+        spec,
+        container,
+        kind=source.kind,
+        realtime=True if realtime is None else realtime,
+        passthrough=passthrough,
+        max_buffered=max_buffered,
+    )
+
+
+def _camera_label(camera: CameraInfo) -> str:
+    return f"{camera.spec} ({camera.name})"
+
+
+def _check_v4l2_request(
+    source: VideoSource,
+    cameras: Sequence[CameraInfo],
+    *,
+    size: tuple[int, int] | None,
+    fps: float | None,
+    input_format: str | None,
+) -> None:
+    real = os.path.realpath(source.url)
+    for camera in cameras:
+        if source.url == camera.device or real == camera.device or source.url in camera.by_id:
+            check_mode(source.spec, camera.formats, size=size, fps=fps, input_format=input_format)
+            return
+    if not os.path.exists(source.url):
+        raise DeviceNotFound(source.spec, [_camera_label(c) for c in cameras])
+    # The node exists but was not enumerated (no sysfs, a secondary node): FFmpeg decides.
+
+
+class VideoInput(ThreadedInput[CapturedFrame]):
+    """A video source decoded by a producer thread; consume with ``async for`` or ``read``.
+
+    One consumer task. Use ``async with`` or call ``aclose`` so the thread stops and the
+    device is released (see :class:`~devices.threaded.ThreadedInput`).
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        container: DemuxSource,
+        *,
+        kind: SourceKind,
+        realtime: bool,
+        passthrough: bool = False,
+        max_buffered: int | None = None,
+    ) -> None:
+        """Wrap an open container (``open_video`` does this; tests inject one). Never blocks."""
+        self._container = container
+        self._stream = container.streams.video[0]
+        self._kind: SourceKind = kind
+        self._live = kind in LIVE_KINDS
+        self._realtime = realtime and not self._live
+        codec = self._stream.codec_context
+        self._passthrough = passthrough and codec.name == "mjpeg"
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        self.info = VideoInfo(
+            spec=spec,
+            kind=kind,
+            width=codec.width,
+            height=codec.height,
+            fps=float(rate) if rate else None,
+            codec=codec.name,
+            pix_fmt=codec.pix_fmt,
+            is_live=self._live,
+            passthrough=self._passthrough,
+            duration=container.duration / av.time_base if container.duration else None,
+        )
+        maxsize = max_buffered if max_buffered is not None else (4 if self._live else 8)
+        bridge: FrameBridge[CapturedFrame] = FrameBridge(
+            maxsize, "drop_oldest" if self._live else "block"
+        )
+        super().__init__(spec, bridge)
+        self._produced = 0
+        self._decode_errors = 0
+
+    def statistics(self) -> VideoStatistics:
+        """Frames produced, packets that failed to decode, bridge state. Never blocks."""
+        return VideoStatistics(self._produced, self._decode_errors, self._bridge.statistics())
+
+    def _release(self) -> None:
+        self._container.close()
+
+    # -- producer thread ------------------------------------------------------------------
+
+    def _produce(self, bridge: FrameBridge[CapturedFrame]) -> None:
+        pacer = Pacer(bridge.wait_closed) if self._realtime else None
+        origin: float | None = None
+        try:
+            for when, frame, packet, width, height in self._items():
+                origin = when if origin is None else origin
+                pts = when - origin
+                if pacer is not None:
+                    pacer.wait_until(pts)
+                bridge.put(
+                    CapturedFrame(frame, packet, pts, self._produced, width, height, time.time())
+                )
+                self._produced += 1
+        finally:
+            self._container.close()
+
+    def _items(self) -> Iterator[tuple[float, av.VideoFrame | None, bytes | None, int, int]]:
+        fallback_rate = self.info.fps or 30.0
+        for packet in self._packets():
+            if self._passthrough:
+                if packet.size == 0:
+                    continue  # the demuxer's end-of-stream flush packet
+                when = packet.pts * packet.time_base if packet.pts is not None else None
+                yield (
+                    float(when) if when is not None else self._produced / fallback_rate,
+                    None,
+                    bytes(packet),
+                    self.info.width,
+                    self.info.height,
+                )
+                continue
+            for frame in self._decode(packet):
+                when_f = frame.time if frame.time is not None else self._produced / fallback_rate
+                yield when_f, frame, None, frame.width, frame.height
+
+    def _packets(self) -> Iterator[av.Packet[VideoStream]]:
+        """Demuxed packets; a live source's failure becomes ``DeviceLost``."""
+        demux = self._container.demux(self._stream)
+        while True:
+            try:
+                packet = next(demux)
+            except StopIteration:
+                break
+            except av.error.BlockingIOError:
+                # EAGAIN: no frame ready yet; the generator is spent, start a new one.
+                if self._bridge.wait_closed(RETRY_SLEEP_S):
+                    return
+                demux = self._container.demux(self._stream)
+                continue
+            except Exception as exc:
+                if self._live:
+                    raise DeviceLost(self.spec, exc) from exc
+                raise
+            yield packet
+        if self._kind in ENDLESS_KINDS:
+            raise DeviceLost(self.spec, EOFError("the camera stopped delivering frames"))
+
+    def _decode(self, packet: av.Packet[VideoStream]) -> list[av.VideoFrame]:
+        try:
+            frames = packet.decode()
+        except av.error.InvalidDataError:
+            # One corrupt packet (a torn MJPEG frame): skip it, count it, carry on.
+            self._decode_errors += 1
+            return []
+        except Exception as exc:
+            if self._live:
+                raise DeviceLost(self.spec, exc) from exc
+            raise
+        return [f for f in frames if isinstance(f, av.VideoFrame)]

@@ -1,0 +1,129 @@
+"""Turn a video spec string into what ``av.open`` needs. Pure (one ``os.path`` check).
+
+Spec forms:
+
+- ``/dev/videoN``, ``/dev/v4l/by-id/...`` or ``v4l2:/dev/videoN``: a V4L2 camera;
+- ``avfoundation:0`` (macOS), ``dshow:video=Name`` (Windows);
+- ``lavfi:testsrc2=size=640x480:rate=30``: a virtual source (an FFmpeg filter graph);
+- ``file:clip.mp4`` or a bare existing path: a media file;
+- ``rtsp://``, ``rtsps://``, ``rtmp://``, ``http://``, ``https://``, ``srt://``,
+  ``udp://`` URLs: network streams.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+SourceKind = Literal["v4l2", "avfoundation", "dshow", "lavfi", "file", "url"]
+
+#: Kinds whose frames come at the device's pace and cannot be paused.
+LIVE_KINDS: frozenset[str] = frozenset({"v4l2", "avfoundation", "dshow", "url"})
+#: Kinds for which the end of the stream means the device went away (cameras never end).
+ENDLESS_KINDS: frozenset[str] = frozenset({"v4l2", "avfoundation", "dshow"})
+
+URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "srt://", "udp://")
+NETWORK_TIMEOUT_S = 10.0
+_PREFIXES: tuple[tuple[str, SourceKind], ...] = (
+    ("v4l2:", "v4l2"),
+    ("avfoundation:", "avfoundation"),
+    ("dshow:", "dshow"),
+    ("lavfi:", "lavfi"),
+    ("file:", "file"),
+)
+
+
+@dataclass(frozen=True)
+class VideoSource:
+    """A parsed spec: ``av.open(url, format=format, options=options, timeout=timeout)``."""
+
+    spec: str
+    kind: SourceKind
+    url: str
+    format: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    timeout: tuple[float, float] | None = None
+
+    @property
+    def is_live(self) -> bool:
+        """True for devices and network streams: not paced, drop-oldest when slow."""
+        return self.kind in LIVE_KINDS
+
+
+def parse_video_spec(
+    spec: str,
+    *,
+    size: tuple[int, int] | None = None,
+    fps: float | None = None,
+    input_format: str | None = None,
+) -> VideoSource:
+    """Parse ``spec`` and attach capture options. Never blocks.
+
+    ``size``, ``fps`` and ``input_format`` are requests to a device; a file, a URL or a
+    filter graph already fixes them (write ``lavfi:testsrc2=size=320x240:rate=15``), so
+    passing them there raises ``ValueError``, as does an empty spec or a non-positive
+    size or rate.
+    """
+    text = spec.strip()
+    if not text:
+        raise ValueError("empty video spec")
+    if size is not None and (size[0] <= 0 or size[1] <= 0):
+        raise ValueError(f"size must be positive, got {size}")
+    if fps is not None and fps <= 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    kind, url = _split(text)
+    if kind in ("lavfi", "file", "url"):
+        asked = [n for n, v in (("size", size), ("fps", fps), ("input_format", input_format)) if v]
+        if asked:
+            raise ValueError(
+                f"{', '.join(asked)} only apply to capture devices; {spec!r} fixes them itself"
+            )
+        if kind == "lavfi":
+            return VideoSource(spec, kind, url, format="lavfi")
+        if kind == "file":
+            return VideoSource(spec, kind, url)
+        return VideoSource(spec, kind, url, options=_url_options(url), timeout=_url_timeout())
+    options: dict[str, str] = {}
+    if size is not None:
+        options["video_size"] = f"{size[0]}x{size[1]}"
+    if fps is not None:
+        options["framerate"] = f"{fps:g}"
+    if input_format is not None:
+        if kind == "dshow":
+            key = "vcodec" if input_format in ("mjpeg", "h264") else "pixel_format"
+        else:
+            key = "input_format" if kind == "v4l2" else "pixel_format"
+        options[key] = input_format
+    return VideoSource(spec, kind, url, format=kind, options=options)
+
+
+def _split(text: str) -> tuple[SourceKind, str]:
+    if text.startswith(URL_SCHEMES):
+        return "url", text
+    for prefix, kind in _PREFIXES:
+        if text.startswith(prefix):
+            rest = text[len(prefix) :]
+            if not rest:
+                raise ValueError(f"nothing after {prefix!r} in video spec")
+            return kind, rest
+    if text.startswith("/dev/"):
+        return "v4l2", text
+    if os.path.exists(text):
+        return "file", text
+    raise ValueError(
+        f"cannot tell what {text!r} is: not an existing file, and none of v4l2:, /dev/, "
+        "avfoundation:, dshow:, lavfi:, file:, or a stream URL"
+    )
+
+
+def _url_options(url: str) -> dict[str, str]:
+    if url.startswith(("rtsp://", "rtsps://")):
+        # TCP interleaving survives NAT and lossy Wi-Fi; UDP drops become smeared frames.
+        return {"rtsp_transport": "tcp"}
+    return {}
+
+
+def _url_timeout() -> tuple[float, float]:
+    # (open, read): a stalled server surfaces as an error instead of a hung thread.
+    return (NETWORK_TIMEOUT_S, NETWORK_TIMEOUT_S)

@@ -1,0 +1,3 @@
+from mediaflow.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""The ``mediaflow`` command line.
+
+Exit codes: 0 done, 1 a runtime failure (a backend, a node's setup), 2 a usage
+or flow-file error (nothing was started), 130 interrupted before a clean stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mediaflow.config import ConfigError, EngineSettings, default_data_dir
+from mediaflow.engine.events import EventBus
+from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
+from mediaflow.flows import FlowError, load_flow
+from mediaflow.queue.contract import QueueError
+
+log = logging.getLogger("mediaflow.cli")
+
+# Events worth a line on stderr while a flow runs; the rest go to --jsonl readers,
+# the server and the metrics.
+LOGGED_EVENTS = {
+    "cascade_retry": logging.WARNING,
+    "cascade_dropped": logging.ERROR,
+    "engine_degraded": logging.WARNING,
+    "engine_recovered": logging.INFO,
+    "queue_unavailable": logging.ERROR,
+    "queue_available": logging.INFO,
+    "device_lost": logging.WARNING,
+    "device_restored": logging.INFO,
+    "source_started": logging.INFO,
+    "source_ended": logging.INFO,
+    "run_started": logging.INFO,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mediaflow",
+        description="Durable media pipelines for cameras and microphones.",
+    )
+    _add_verbosity(parser, argparse.SUPPRESS)
+    parser.set_defaults(verbose=0, quiet=False)
+    # The same flags after the command name (`mediaflow run -v ...`) without
+    # resetting what was given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    _add_verbosity(common, argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a flow file", parents=[common])
+    run.add_argument("flow", type=Path, help="the flow file (TOML)")
+    stop = run.add_mutually_exclusive_group()
+    stop.add_argument(
+        "--for", dest="for_s", type=_seconds, metavar="S", help="stop after S seconds"
+    )
+    stop.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="exit 0 once every source has ended and the queue has drained",
+    )
+    run.add_argument(
+        "--jsonl",
+        action="store_true",
+        help='write one line per emitted value to stdout: {"node", "port", "value"}',
+    )
+    _add_data(run)
+    return parser
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=default, help="more logging (-vv for debug)"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="only errors on stderr"
+    )
+
+
+def _add_data(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the duration must be positive")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = (
+        logging.ERROR
+        if args.quiet
+        else [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose + 1, 2)]
+    )
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "run":
+            return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+async def _run(args: argparse.Namespace) -> int:
+    try:
+        spec = load_flow(args.flow)
+        settings = EngineSettings.from_env()
+    except (FlowError, ConfigError) as exc:
+        print(f"mediaflow: {exc}", file=sys.stderr)
+        return 2
+    data_dir = args.data or default_data_dir()
+    bus = EventBus()
+    session = FlowSession(
+        spec, data_dir, settings=settings, bus=bus, jsonl=sys.stdout if args.jsonl else None
+    )
+    logger = asyncio.create_task(_log_events(bus))
+    try:
+        await session.start()
+    except FlowAlreadyRunning as exc:
+        print(f"mediaflow: {exc}", file=sys.stderr)
+        return 1
+    except (QueueError, OSError) as exc:
+        print(f"mediaflow: cannot start flow {spec.name!r}: {exc}", file=sys.stderr)
+        return 1
+    log.info(
+        "running flow %r (%d nodes, run %s) with data in %s",
+        spec.name,
+        len(spec.nodes),
+        session.run_id,
+        data_dir,
+    )
+    stop_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop_requested.set)
+    waiter = asyncio.create_task(session.wait(for_s=args.for_s, until_idle=args.until_idle))
+    signalled = asyncio.create_task(stop_requested.wait())
+    done, _ = await asyncio.wait({waiter, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    reason = waiter.result() if waiter in done else "signal"
+    waiter.cancel()
+    signalled.cancel()
+    outcome = await session.stop(reason)
+    logger.cancel()
+    _summarise(outcome)
+    return 0
+
+
+async def _log_events(bus: EventBus) -> None:
+    async for event in bus.subscribe(types=frozenset(LOGGED_EVENTS)):
+        data = " ".join(f"{k}={v}" for k, v in event.data.items())
+        log.log(LOGGED_EVENTS[event.type], "%s %s", event.type, data)
+
+
+def _summarise(outcome: RunOutcome) -> None:
+    log.info(
+        "run %s %s: %d items in %.1f s%s",
+        outcome.run_id,
+        {"idle": "finished", "time": "stopped on time", "signal": "interrupted"}.get(
+            outcome.reason, outcome.reason
+        ),
+        outcome.items,
+        outcome.duration_s,
+        " (resumed after an unclean stop)" if outcome.resumed else "",
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""The event bus: what the engine and nodes report, for logs, the server and tests.
+
+Events get increasing integer ids. The bus keeps the last ``history`` events
+in a ring so a reader can resume after a reconnect (``Last-Event-ID``).
+Publishing never blocks and never waits for readers: each subscriber has a
+bounded buffer with the *drop-oldest* policy (a live dashboard wants the
+newest events; a reader that falls behind is told how many it missed through
+a ``events_dropped`` event rather than slowing the engine down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# The event types the engine itself publishes; connectors and nodes add their own
+# (``device_lost``, ``device_restored``, ``transcript`` ...).
+ENGINE_EVENT_TYPES = frozenset(
+    {
+        "run_started",
+        "run_finished",
+        "source_started",
+        "source_ended",
+        "cascade_started",
+        "cascade_finished",
+        "cascade_retry",
+        "cascade_dropped",
+        "work_latency",
+        "engine_degraded",
+        "engine_recovered",
+        "queue_unavailable",
+        "queue_available",
+        "flow_paused",
+        "flow_resumed",
+        "events_dropped",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    type: str
+    time: float
+    data: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "time": self.time, **self.data}
+
+
+class Subscription:
+    """A reader's bounded view of the bus; iterate with ``async for``."""
+
+    def __init__(self, bus: EventBus, maxsize: int, types: frozenset[str] | None) -> None:
+        self._bus = bus
+        self._buffer: deque[Event] = deque()
+        self._maxsize = maxsize
+        self._types = types
+        self._ready = asyncio.Event()
+        self.dropped = 0
+        self.closed = False
+
+    def _offer(self, event: Event) -> None:
+        if self._types is not None and event.type not in self._types:
+            return
+        if len(self._buffer) >= self._maxsize:
+            self._buffer.popleft()
+            self.dropped += 1
+        self._buffer.append(event)
+        self._ready.set()
+
+    def get_nowait(self) -> Event | None:
+        return self._buffer.popleft() if self._buffer else None
+
+    async def get(self, timeout: float | None = None) -> Event | None:
+        """The next event, or None after ``timeout`` seconds or once closed."""
+        while not self._buffer:
+            if self.closed:
+                return None
+            self._ready.clear()
+            try:
+                await asyncio.wait_for(self._ready.wait(), timeout)
+            except TimeoutError:
+                return None
+        return self._buffer.popleft()
+
+    def close(self) -> None:
+        self.closed = True
+        self._ready.set()
+        self._bus._subscribers.discard(self)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Event]:
+        while True:
+            event = await self.get()
+            if event is None:
+                return
+            yield event
+
+
+class EventBus:
+    """Publish/subscribe with a replay ring. Not thread-safe: publish from the loop
+    (threads use ``loop.call_soon_threadsafe(bus.publish, ...)``)."""
+
+    def __init__(self, history: int = 2000) -> None:
+        self._ring: deque[Event] = deque(maxlen=history)
+        self._subscribers: set[Subscription] = set()
+        self._next_id = 1
+        self.counts: dict[str, int] = {}
+
+    @property
+    def last_id(self) -> int:
+        return self._next_id - 1
+
+    def publish(self, event_type: str, data: Mapping[str, Any] | None = None) -> Event:
+        event = Event(self._next_id, event_type, time.time(), data or {})
+        self._next_id += 1
+        self._ring.append(event)
+        self.counts[event_type] = self.counts.get(event_type, 0) + 1
+        for subscriber in tuple(self._subscribers):
+            subscriber._offer(event)
+        return event
+
+    def recent(self, after_id: int = 0, types: frozenset[str] | None = None) -> list[Event]:
+        """Events still in the ring with id > ``after_id``."""
+        return [e for e in self._ring if e.id > after_id and (types is None or e.type in types)]
+
+    def subscribe(
+        self,
+        *,
+        after_id: int | None = None,
+        maxsize: int = 1000,
+        types: frozenset[str] | None = None,
+    ) -> Subscription:
+        """A new subscription; with ``after_id``, ring events after it are replayed first.
+
+        If events after ``after_id`` already left the ring, the subscription starts
+        with an ``events_dropped`` event saying how many were lost.
+        """
+        sub = Subscription(self, maxsize, types)
+        if after_id is not None:
+            replay = self.recent(after_id)
+            oldest = replay[0].id if replay else self._next_id
+            missed = oldest - after_id - 1
+            if missed > 0:
+                sub._buffer.append(
+                    Event(0, "events_dropped", time.time(), {"missed": missed, "after": after_id})
+                )
+            for event in replay:
+                sub._offer(event)
+        self._subscribers.add(sub)
+        return sub

@@ -1,0 +1,165 @@
+"""The runner's background loops: claim, ack, touch, reclaim, sample, flush.
+
+Each loop is one coroutine with one job. Queue failures are reported once as
+``queue_unavailable`` and retried with a capped backoff; ``queue_available``
+follows when the backend answers again. Nothing here decides scheduling: the
+loops fetch facts and feed them to the runner as ticks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from mediaflow.engine.reduce import held_ids, wants
+from mediaflow.engine.ticks import BacklogSampledTick
+from mediaflow.queue.contract import QueueError, StreamKey
+
+if TYPE_CHECKING:
+    from mediaflow.engine.runner import FlowRunner
+
+log = logging.getLogger("mediaflow.engine")
+
+CLAIM_BLOCK_MS = 200
+LATEST_FLUSH_S = 0.5
+
+
+class BackgroundLoops:
+    """Owns the runner's long-lived tasks; :meth:`stop` cancels them."""
+
+    def __init__(self, runner: FlowRunner) -> None:
+        self.runner = runner
+        self.tasks: list[asyncio.Task[None]] = []
+        self.queue_down = False
+
+    def start(self) -> None:
+        lease_s = self.runner.settings.lease_ms / 1000
+        self.tasks = [
+            asyncio.create_task(self._guarded("claim", self.claim_once, 0.0)),
+            asyncio.create_task(self._guarded("ack", self.ack_once, 0.0)),
+            asyncio.create_task(self._guarded("touch", self.touch_once, lease_s / 3)),
+            asyncio.create_task(self._guarded("reclaim", self.reclaim_once, lease_s / 2)),
+            asyncio.create_task(
+                self._guarded(
+                    "backlog", self.sample_backlog_once, self.runner.settings.backlog_interval_s
+                )
+            ),
+            asyncio.create_task(self._guarded("latest", self.flush_latest_once, LATEST_FLUSH_S)),
+        ]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks = []
+
+    async def _guarded(
+        self, name: str, step: Callable[[], Awaitable[None]], interval_s: float
+    ) -> None:
+        backoff = 0.25
+        while True:
+            try:
+                await step()
+                backoff = 0.25
+                if self.queue_down:
+                    self.queue_down = False
+                    self.runner.bus.publish("queue_available", {"loop": name})
+            except QueueError as exc:
+                if not self.queue_down:
+                    self.queue_down = True
+                    log.error("work queue unavailable (%s loop): %s", name, exc)
+                    self.runner.bus.publish("queue_unavailable", {"loop": name, "error": str(exc)})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if interval_s:
+                await asyncio.sleep(interval_s)
+
+    async def claim_once(self) -> None:
+        runner = self.runner
+        want = wants(runner.state)
+        if not want:
+            runner.room_ready.clear()
+            await runner.room_ready.wait()
+            return
+        epochs = {stream: runner.behind_epoch(stream) for stream in want}
+        items = await runner.queue.claim(runner.consumer, want, block_ms=CLAIM_BLOCK_MS)
+        got: dict[StreamKey, int] = {}
+        for item in items:
+            got[item.stream] = got.get(item.stream, 0) + 1
+        drained = frozenset(
+            stream
+            for stream, asked in want.items()
+            if got.get(stream, 0) < asked and runner.behind_epoch(stream) == epochs[stream]
+        )
+        runner.on_claimed(items, drained)
+
+    async def ack_once(self) -> None:
+        runner = self.runner
+        if not runner.pending_acks:
+            runner.acks_ready.clear()
+            await runner.acks_ready.wait()
+            return
+        batch, runner.pending_acks = runner.pending_acks, []
+        try:
+            await runner.queue.ack(batch)
+        except QueueError:
+            # Keep them: an ack that did not land is retried, never forgotten.
+            runner.pending_acks[:0] = batch
+            raise
+
+    async def flush_acks(self) -> None:
+        """Ack everything buffered now (used on stop)."""
+        while self.runner.pending_acks:
+            await self.ack_once()
+
+    async def touch_once(self) -> None:
+        runner = self.runner
+        ids = held_ids(runner.state)
+        if ids:
+            await runner.queue.touch(runner.consumer, ids)
+        if runner.state_store is not None and runner.run_id is not None:
+            await asyncio.to_thread(runner.state_store.heartbeat, runner.run_id)
+
+    async def reclaim_once(self) -> None:
+        runner = self.runner
+        released = await runner.queue.reclaim_stale(runner.settings.lease_ms)
+        moved = await runner.queue.move_due(time.time())
+        streams = {item.stream for item in released}
+        if moved:
+            streams |= set(runner.state.nodes)
+        if streams:
+            runner.mark_behind(frozenset(streams))
+
+    async def sample_backlog_once(self) -> None:
+        runner = self.runner
+        per_flow = await runner.queue.backlog_flows()
+        runner.dispatch(BacklogSampledTick(per_flow))
+        summaries = runner.latency.take()
+        if summaries:
+            runner.bus.publish(
+                "work_latency",
+                {
+                    "flow": runner.spec.name,
+                    "nodes": {node: s.to_json() for node, s in summaries.items()},
+                },
+            )
+
+    async def flush_latest_once(self) -> None:
+        runner = self.runner
+        if runner.state_store is None or not runner.dirty_latest:
+            return
+        batch, runner.dirty_latest = runner.dirty_latest, {}
+        await asyncio.to_thread(runner.state_store.put_latest, runner.spec.name, batch)
+
+    def write_jsonl(self, node: str, port: str, encoded: Any) -> None:
+        stream = self.runner.jsonl
+        if stream is None:
+            return
+        value = encoded["$ref"] if isinstance(encoded, dict) and "$ref" in encoded else encoded
+        stream.write(json.dumps({"node": node, "port": port, "value": value}) + "\n")
+        stream.flush()

@@ -1,0 +1,362 @@
+"""The scheduling core: ``reduce(state, tick, now) -> (state, commands)``.
+
+Pure: no I/O, no clock, no randomness. Everything the runner does follows
+from the commands returned here, so the rules live in one place and are
+tested as tables (``tests/test_reduce.py``):
+
+* routing: an arrived item joins its node's waiting line, ordered by ``seq``;
+* ordering per edge: a node runs one item at a time, oldest first, so chunks
+  reach it in the order they were emitted however many are in flight;
+* fan-out needs nothing here: the runner journals one item per reader;
+* retry: a node that raises is re-run after a doubling backoff while its
+  later items wait behind it (order is kept); after ``max_attempts`` the item
+  is dead-lettered with a ``cascade_dropped`` event;
+* ``max_deliveries``: an item the queue delivered too often (it crashed the
+  process each time) is dead-lettered on arrival, never run again;
+* backlog: a total that grows over ``degraded_samples`` samples raises
+  ``engine_degraded`` naming the flow most of the work belongs to;
+* pause/step: a paused flow starts nothing until resumed, except one item
+  per step; sources keep running so nothing is lost while paused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import assert_never
+
+from mediaflow.engine.commands import (
+    AckCommand,
+    Command,
+    DeadLetterCommand,
+    PublishEventCommand,
+    ReleaseCommand,
+    StartNodeCommand,
+    WakeAtCommand,
+)
+from mediaflow.engine.ticks import (
+    BacklogBehindTick,
+    BacklogSampledTick,
+    ItemsArrivedTick,
+    NodeFinishedTick,
+    PauseTick,
+    ResumeTick,
+    StepTick,
+    StopTick,
+    Tick,
+    TimerTick,
+)
+from mediaflow.queue.contract import StreamKey, WorkItem
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_deliveries: int = 5
+    max_attempts: int = 3
+    retry_base_s: float = 0.2
+    retry_max_s: float = 10.0
+    node_buffer: int = 64
+    degraded_samples: int = 5
+    degraded_min_items: int = 1000
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node's line. ``waiting`` is sorted by ``seq``; while a retry backs off,
+    the failed item is ``waiting[0]`` and ``retry_at`` says when it may rerun."""
+
+    is_source: bool = False
+    waiting: tuple[WorkItem, ...] = ()
+    running: WorkItem | None = None
+    attempt: int = 0
+    retry_at: float | None = None
+
+    def holds(self, entry_id: str) -> bool:
+        if self.running is not None and self.running.entry_id == entry_id:
+            return True
+        return any(item.entry_id == entry_id for item in self.waiting)
+
+    @property
+    def held(self) -> int:
+        return len(self.waiting) + (self.running is not None)
+
+
+@dataclass(frozen=True)
+class EngineState:
+    limits: Limits
+    nodes: Mapping[StreamKey, NodeState]
+    paused: frozenset[str] = frozenset()
+    steps: Mapping[str, int] = field(default_factory=dict)
+    backlog_history: tuple[int, ...] = ()
+    degraded: bool = False
+    stopping: bool = False
+    # Streams with nothing older waiting on disk: new emissions for them may be
+    # claimed at enqueue without overtaking anything.
+    caught_up: frozenset[StreamKey] = frozenset()
+
+
+Result = tuple[EngineState, list[Command]]
+
+
+def initial_state(
+    limits: Limits, streams: Iterable[StreamKey], sources: Iterable[StreamKey] = ()
+) -> EngineState:
+    source_set = set(sources)
+    nodes = {s: NodeState(is_source=s in source_set) for s in streams}
+    for s in source_set:
+        nodes.setdefault(s, NodeState(is_source=True))
+    return EngineState(limits=limits, nodes=nodes)
+
+
+def reduce(state: EngineState, tick: Tick, now: float) -> Result:
+    """Apply one tick. ``now`` is monotonic seconds, used for backoff deadlines."""
+    match tick:
+        case ItemsArrivedTick():
+            return _on_items_arrived(state, tick, now)
+        case BacklogBehindTick(streams=streams):
+            return replace(state, caught_up=state.caught_up - streams), []
+        case NodeFinishedTick():
+            return _on_node_finished(state, tick, now)
+        case TimerTick():
+            return _start_ready(state, state.nodes.keys(), now, [])
+        case BacklogSampledTick():
+            return _on_backlog_sampled(state, tick)
+        case PauseTick(flow=flow):
+            paused = state.paused | {flow}
+            event = PublishEventCommand("flow_paused", {"flow": flow})
+            return replace(state, paused=paused), [event]
+        case ResumeTick(flow=flow):
+            steps = {f: n for f, n in state.steps.items() if f != flow}
+            resumed = replace(state, paused=state.paused - {flow}, steps=steps)
+            event = PublishEventCommand("flow_resumed", {"flow": flow})
+            return _start_ready(resumed, resumed.nodes.keys(), now, [event])
+        case StepTick(flow=flow):
+            if flow not in state.paused:
+                return state, []
+            steps = {**state.steps, flow: state.steps.get(flow, 0) + 1}
+            return _start_ready(replace(state, steps=steps), state.nodes.keys(), now, [])
+        case StopTick():
+            return _on_stop(state)
+        case _:
+            assert_never(tick)
+
+
+def wants(state: EngineState) -> dict[StreamKey, int]:
+    """How many more items each stream may claim: room in its bounded line.
+
+    A source stream holds at most its one long-lived item. Nothing is wanted
+    once stopping.
+    """
+    if state.stopping:
+        return {}
+    room: dict[StreamKey, int] = {}
+    for stream, node in state.nodes.items():
+        limit = 1 if node.is_source else state.limits.node_buffer
+        free = limit - node.held
+        if free > 0:
+            room[stream] = free
+    return room
+
+
+def may_claim_locally(state: EngineState, stream: StreamKey) -> bool:
+    """Whether an emission for ``stream`` may be claimed for this process at enqueue.
+
+    Only if its reader has nothing older waiting on disk (else the new item
+    would overtake it), is not paused, and has room in its bounded line.
+    """
+    if stream not in state.caught_up or stream.flow in state.paused or state.stopping:
+        return False
+    node = state.nodes.get(stream)
+    return node is not None and node.held < state.limits.node_buffer
+
+
+def held_ids(state: EngineState) -> list[str]:
+    """Every entry this process holds (to keep their leases alive)."""
+    ids: list[str] = []
+    for node in state.nodes.values():
+        if node.running is not None:
+            ids.append(node.running.entry_id)
+        ids.extend(item.entry_id for item in node.waiting)
+    return ids
+
+
+def is_idle(state: EngineState) -> bool:
+    """Nothing running and nothing waiting in memory."""
+    return all(node.held == 0 for node in state.nodes.values())
+
+
+def backoff_s(limits: Limits, attempt: int) -> float:
+    """Delay before attempt ``attempt + 1``: base doubled per failed attempt, capped."""
+    return float(min(limits.retry_max_s, limits.retry_base_s * 2 ** (attempt - 1)))
+
+
+def _dropped(item: WorkItem, reason: str, attempts: int) -> list[Command]:
+    return [
+        DeadLetterCommand(item, reason),
+        PublishEventCommand(
+            "cascade_dropped",
+            {
+                "flow": item.stream.flow,
+                "node": item.stream.node,
+                "entry_id": item.entry_id,
+                "seq": item.seq,
+                "deliveries": item.deliveries,
+                "attempts": attempts,
+                "reason": reason,
+            },
+        ),
+    ]
+
+
+def _on_items_arrived(state: EngineState, tick: ItemsArrivedTick, now: float) -> Result:
+    nodes = dict(state.nodes)
+    commands: list[Command] = []
+    touched: set[StreamKey] = set()
+    if tick.drained:
+        state = replace(state, caught_up=state.caught_up | tick.drained)
+    for item in tick.items:
+        node = nodes.get(item.stream)
+        if node is None:
+            reason = f"no node {item.stream.node!r} in flow {item.stream.flow!r} to run it"
+            commands.extend(_dropped(item, reason, 0))
+        elif state.stopping:
+            commands.append(ReleaseCommand((item.entry_id,)))
+        elif node.holds(item.entry_id):
+            # Claimed again after our lease lapsed: we already have it in line.
+            continue
+        elif item.deliveries > state.limits.max_deliveries:
+            reason = (
+                f"delivered {item.deliveries} times "
+                f"(MEDIAFLOW_MAX_DELIVERIES={state.limits.max_deliveries})"
+            )
+            commands.extend(_dropped(item, reason, 0))
+        else:
+            nodes[item.stream] = replace(node, waiting=_insert_by_seq(node.waiting, item))
+            touched.add(item.stream)
+    return _start_ready(replace(state, nodes=nodes), touched, now, commands)
+
+
+def _insert_by_seq(line: tuple[WorkItem, ...], item: WorkItem) -> tuple[WorkItem, ...]:
+    # Claims arrive in seq order, so the common case appends; a redelivered
+    # item (lower seq) slots in front of younger ones.
+    if not line or line[-1].seq <= item.seq:
+        return (*line, item)
+    for index, other in enumerate(line):
+        if item.seq < other.seq:
+            return (*line[:index], item, *line[index:])
+    return (*line, item)
+
+
+def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) -> Result:
+    node = state.nodes.get(tick.stream)
+    if node is None or node.running is None or node.running.entry_id != tick.entry_id:
+        return state, []
+    item = node.running
+    commands: list[Command] = []
+    if tick.error is None:
+        commands.append(AckCommand(item.entry_id))
+        node = replace(node, running=None, attempt=0, retry_at=None)
+    elif node.attempt >= state.limits.max_attempts or state.stopping:
+        if state.stopping:
+            # Shutting down: leave the item for the next run instead of burning attempts.
+            commands.append(ReleaseCommand((item.entry_id,)))
+        else:
+            commands.extend(_dropped(item, tick.error, node.attempt))
+        node = replace(node, running=None, attempt=0, retry_at=None)
+    else:
+        delay = backoff_s(state.limits, node.attempt)
+        node = replace(node, running=None, waiting=(item, *node.waiting), retry_at=now + delay)
+        commands.append(WakeAtCommand(now + delay))
+        commands.append(
+            PublishEventCommand(
+                "cascade_retry",
+                {
+                    "flow": item.stream.flow,
+                    "node": item.stream.node,
+                    "entry_id": item.entry_id,
+                    "seq": item.seq,
+                    "attempt": node.attempt,
+                    "retry_in_s": delay,
+                    "error": tick.error,
+                },
+            )
+        )
+    nodes = {**state.nodes, tick.stream: node}
+    return _start_ready(replace(state, nodes=nodes), (tick.stream,), now, commands)
+
+
+def _start_ready(
+    state: EngineState, streams: Iterable[StreamKey], now: float, commands: list[Command]
+) -> Result:
+    if state.stopping:
+        return state, commands
+    nodes = dict(state.nodes)
+    steps = dict(state.steps)
+    # Oldest head first (a single step goes to the work that waited longest); ties
+    # broken by id and stream so the same ticks always give the same commands.
+    ready = sorted(
+        (s for s in streams if _can_start(nodes[s], now)),
+        key=lambda s: (nodes[s].waiting[0].enqueued_at, nodes[s].waiting[0].entry_id, s),
+    )
+    for stream in ready:
+        node = nodes[stream]
+        if stream.flow in state.paused and not node.is_source:
+            if steps.get(stream.flow, 0) <= 0:
+                continue
+            steps[stream.flow] -= 1
+        head, rest = node.waiting[0], node.waiting[1:]
+        attempt = node.attempt + 1 if node.retry_at is not None else 1
+        nodes[stream] = replace(node, waiting=rest, running=head, attempt=attempt, retry_at=None)
+        commands.append(StartNodeCommand(head, attempt))
+    return replace(state, nodes=nodes, steps=steps), commands
+
+
+def _can_start(node: NodeState, now: float) -> bool:
+    if node.running is not None or not node.waiting:
+        return False
+    return node.retry_at is None or node.retry_at <= now
+
+
+def _on_backlog_sampled(state: EngineState, tick: BacklogSampledTick) -> Result:
+    limits = state.limits
+    total = sum(tick.per_flow.values())
+    history = (*state.backlog_history, total)[-limits.degraded_samples :]
+    growing = len(history) == limits.degraded_samples and all(
+        a < b for a, b in pairwise(history)
+    )
+    commands: list[Command] = []
+    degraded = state.degraded
+    if not degraded and growing and total >= limits.degraded_min_items:
+        degraded = True
+        flow = max(tick.per_flow.items(), key=lambda kv: kv[1])[0]
+        commands.append(
+            PublishEventCommand(
+                "engine_degraded",
+                {
+                    "flow": flow,
+                    "backlog": total,
+                    "per_flow": dict(tick.per_flow),
+                    "growth_per_sample": (history[-1] - history[0]) / (len(history) - 1),
+                },
+            )
+        )
+    elif degraded and (total < limits.degraded_min_items or history[-1] < history[-2]):
+        degraded = False
+        commands.append(PublishEventCommand("engine_recovered", {"backlog": total}))
+    return replace(state, backlog_history=history, degraded=degraded), commands
+
+
+def _on_stop(state: EngineState) -> Result:
+    nodes: dict[StreamKey, NodeState] = {}
+    released: list[str] = []
+    for stream, node in state.nodes.items():
+        released.extend(item.entry_id for item in node.waiting)
+        nodes[stream] = replace(node, waiting=(), retry_at=None)
+    commands: list[Command] = [ReleaseCommand(tuple(released))] if released else []
+    return replace(state, nodes=nodes, stopping=True), commands
+
+
+def stream_counts(state: EngineState) -> Mapping[StreamKey, tuple[int, bool]]:
+    """Per stream: items waiting in memory and whether one is running (for the API)."""
+    return {s: (len(n.waiting), n.running is not None) for s, n in state.nodes.items()}

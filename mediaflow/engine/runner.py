@@ -1,0 +1,273 @@
+"""The async shell around the reducer: turns commands into effects.
+
+One :class:`FlowRunner` executes one flow in this process. Everything it
+decides comes from :func:`~mediaflow.engine.reduce.reduce`; this module only
+
+* feeds ticks in (:meth:`FlowRunner.dispatch`, synchronous, so a tick and its
+  commands are applied without another coroutine interleaving),
+* applies commands (start a node task, buffer an ack, dead-letter, release,
+  set a timer, publish an event),
+* journals emissions (:meth:`FlowRunner.emit`), and
+* keeps background loops: claim work, flush acks, touch leases, reclaim
+  stale work, sample the backlog, flush latest values.
+
+Emissions go to the queue first and to a node second: an emission whose
+reader has room and is caught up is enqueued already claimed for this
+process (one transaction, no second round trip); otherwise it waits on disk
+until the claimer fetches it in order. In-memory lines are bounded by
+``EngineSettings.node_buffer`` per node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any, TextIO, assert_never
+
+from mediaflow.config import EngineSettings
+from mediaflow.engine.commands import (
+    AckCommand,
+    Command,
+    DeadLetterCommand,
+    PublishEventCommand,
+    ReleaseCommand,
+    StartNodeCommand,
+    WakeAtCommand,
+)
+from mediaflow.engine.context import RunContext
+from mediaflow.engine.events import EventBus
+from mediaflow.engine.loops import BackgroundLoops
+from mediaflow.engine.node import ItemInfo, Node
+from mediaflow.engine.reduce import (
+    EngineState,
+    Limits,
+    initial_state,
+    may_claim_locally,
+    reduce,
+)
+from mediaflow.engine.state_store import StateStore
+from mediaflow.engine.stats import LatencyWindow
+from mediaflow.engine.ticks import (
+    BacklogBehindTick,
+    ItemsArrivedTick,
+    NodeFinishedTick,
+    Tick,
+    TimerTick,
+)
+from mediaflow.flows import FlowSpec
+from mediaflow.media import check_port_value, decode_value, encode_value
+from mediaflow.queue.contract import NewItem, StreamKey, WorkItem, WorkQueue
+from mediaflow.store import ArtifactStore
+
+log = logging.getLogger("mediaflow.engine")
+
+
+def limits_from(settings: EngineSettings) -> Limits:
+    return Limits(
+        max_deliveries=settings.max_deliveries,
+        max_attempts=settings.max_attempts,
+        retry_base_s=settings.retry_base_s,
+        retry_max_s=settings.retry_max_s,
+        node_buffer=settings.node_buffer,
+        degraded_samples=settings.degraded_samples,
+        degraded_min_items=settings.degraded_min_items,
+    )
+
+
+class FlowRunner:
+    """Executes one flow against a queue and a store. Use through :mod:`.session`."""
+
+    def __init__(
+        self,
+        spec: FlowSpec,
+        *,
+        queue: WorkQueue,
+        store: ArtifactStore,
+        consumer: str,
+        settings: EngineSettings | None = None,
+        bus: EventBus | None = None,
+        jsonl: TextIO | None = None,
+        state_store: StateStore | None = None,
+    ) -> None:
+        self.spec = spec
+        self.state_store = state_store
+        self.run_id: str | None = None
+        self.queue = queue
+        self.store = store
+        self.consumer = consumer
+        self.settings = settings or EngineSettings()
+        self.bus = bus or EventBus()
+        self.jsonl = jsonl
+        self.stopping = False
+        self.latest_values: dict[tuple[str, str], Any] = {}
+        self.dirty_latest: dict[tuple[str, str], Any] = {}
+        self.latency = LatencyWindow()
+        self.nodes: dict[str, Node] = {}
+        self.routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
+        for edge in spec.edges:
+            stream = StreamKey(spec.name, edge.target.node)
+            route = self.routes.setdefault((edge.source.node, edge.source.port), [])
+            route.append((stream, edge.target.port))
+        streams = [StreamKey(spec.name, node_id) for node_id in spec.nodes]
+        sources = [StreamKey(spec.name, n.id) for n in spec.sources()]
+        self.state: EngineState = initial_state(limits_from(self.settings), streams, sources)
+        # Bumped when an emission for a stream is left unclaimed on disk: a claim that
+        # started before the bump cannot prove the stream is caught up.
+        self._behind_epoch: dict[StreamKey, int] = {}
+        self.pending_acks: list[str] = []
+        self.acks_ready = asyncio.Event()
+        self.room_ready = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.node_tasks: dict[StreamKey, asyncio.Task[None]] = {}
+        self.loops = BackgroundLoops(self)
+        self.finished_items = 0
+
+    # -- ticks in, commands out -------------------------------------------------
+
+    def dispatch(self, tick: Tick) -> None:
+        """Reduce ``tick`` and apply the resulting commands. Never blocks."""
+        self.state, commands = reduce(self.state, tick, asyncio.get_running_loop().time())
+        for command in commands:
+            self._apply(command)
+
+    def _apply(self, command: Command) -> None:
+        match command:
+            case StartNodeCommand():
+                task = asyncio.create_task(self._run_node(command.item, command.attempt))
+                self.node_tasks[command.item.stream] = task
+            case AckCommand(entry_id=entry_id):
+                self.pending_acks.append(entry_id)
+                self.acks_ready.set()
+                self.room_ready.set()
+            case DeadLetterCommand(item=item, reason=reason):
+                self.spawn(self.queue.dead_letter(item, reason))
+                self.room_ready.set()
+            case ReleaseCommand(entry_ids=ids):
+                self.spawn(self.queue.release(list(ids)))
+            case WakeAtCommand(at=at):
+                asyncio.get_running_loop().call_at(at, self.dispatch, TimerTick())
+            case PublishEventCommand(event_type=event_type, data=data):
+                self.bus.publish(event_type, data)
+            case _:
+                assert_never(command)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run an effect in the background, keeping a reference and logging failures."""
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._effect_done)
+
+    def _effect_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("engine effect failed: %r", task.exception())
+            self.bus.publish("queue_unavailable", {"error": repr(task.exception())})
+
+    def has_effects(self) -> bool:
+        return bool(self._tasks)
+
+    async def drain_effects(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+
+    # -- running nodes ----------------------------------------------------------
+
+    async def _run_node(self, item: WorkItem, attempt: int) -> None:
+        node_id = item.stream.node
+        node = self.nodes[node_id]
+        is_source = item.kind == "source"
+        info = ItemInfo(item.entry_id, item.seq, item.deliveries)
+        if is_source:
+            inputs: dict[str, Any] = {}
+            self.bus.publish(
+                "source_started",
+                {"flow": self.spec.name, "node": node_id, "redelivery": item.redelivery},
+            )
+        else:
+            payload = item.payload
+            inputs = {payload["port"]: decode_value(payload["value"])}
+            self.latency.record(node_id, time.time() - payload["at"])
+        error: str | None = None
+        try:
+            outputs = await node.run(RunContext(self, node_id, inputs, info))
+            if outputs:
+                for port, value in outputs.items():
+                    await self.emit(node_id, port, value)
+        except asyncio.CancelledError:
+            if not (is_source and self.stopping):
+                error = "cancelled while stopping"
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "node %r failed on item %s (attempt %d): %s",
+                node_id,
+                item.entry_id,
+                attempt,
+                error,
+                exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
+            )
+        if is_source:
+            self.bus.publish(
+                "source_ended", {"flow": self.spec.name, "node": node_id, "error": error}
+            )
+        self.finished_items += 1
+        self.dispatch(NodeFinishedTick(item.stream, item.entry_id, error))
+
+    # -- emissions --------------------------------------------------------------
+
+    async def emit(self, node_id: str, port: str, value: Any) -> None:
+        """Journal ``value`` emitted by ``node_id`` on ``port`` for every reader.
+
+        Returns once the items are durable. Raises ``KeyError`` for an unknown
+        port and :class:`~mediaflow.media.PortKindError` for a value of the
+        wrong kind, before anything is written.
+        """
+        kinds = self.spec.nodes[node_id].output_kinds
+        if port not in kinds:
+            raise KeyError(
+                f"node {node_id!r} has no output port {port!r} (it has: {', '.join(kinds)})"
+            )
+        encoded = encode_value(check_port_value(node_id, port, kinds[port], value))
+        key = (node_id, port)
+        self.latest_values[key] = encoded
+        self.dirty_latest[key] = encoded
+        if self.jsonl is not None:
+            self.loops.write_jsonl(node_id, port, encoded)
+        route = self.routes.get(key)
+        if not route:
+            return
+        now = time.time()
+        source = f"{node_id}.{port}"
+        state = self.state
+        behind: list[StreamKey] = []
+        items = []
+        for stream, target_port in route:
+            claim = may_claim_locally(state, stream)
+            if not claim:
+                behind.append(stream)
+                self._behind_epoch[stream] = self._behind_epoch.get(stream, 0) + 1
+            payload = {"src": source, "port": target_port, "value": encoded, "at": now}
+            items.append(NewItem(stream, "emission", payload, claim=claim))
+        if behind:
+            self.dispatch(BacklogBehindTick(frozenset(behind)))
+        stored = await self.queue.enqueue(items, claim_for=self.consumer)
+        claimed = tuple(item for item in stored if item.deliveries > 0)
+        if claimed:
+            self.dispatch(ItemsArrivedTick(claimed))
+        if len(claimed) < len(stored):
+            self.room_ready.set()
+
+    def behind_epoch(self, stream: StreamKey) -> int:
+        return self._behind_epoch.get(stream, 0)
+
+    def mark_behind(self, streams: frozenset[StreamKey]) -> None:
+        """Work for ``streams`` is on disk again (a reclaim): claim it before new work."""
+        for stream in streams:
+            self._behind_epoch[stream] = self._behind_epoch.get(stream, 0) + 1
+        self.dispatch(BacklogBehindTick(streams))
+        self.room_ready.set()
+
+    def on_claimed(self, items: list[WorkItem], drained: frozenset[StreamKey]) -> None:
+        self.dispatch(ItemsArrivedTick(tuple(items), drained))

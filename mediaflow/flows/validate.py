@@ -1,0 +1,316 @@
+"""Checks a flow must pass before anything starts.
+
+Two levels. *Node checks* need only the node and its class: the class
+declares ports of known kinds, the options bind to ``__init__``, every wired
+input exists and every required one is wired; they raise
+:class:`NodeProblem`. *Graph checks* need every node: each wire reads an
+existing output of a compatible kind, no node reads itself, and there is no
+cycle; :func:`check_graph` returns every problem it finds, one per wire or
+cycle, so a user fixes a flow in one pass instead of one error per run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any
+
+from mediaflow.engine.node import Node
+from mediaflow.flows.spec import NAME_RE, FlowProblem, NodeSpec, PortRef
+from mediaflow.media import KINDS
+
+# Ports that carry plain JSON values; a ``json`` input reads any of them, since
+# a number or a string is a JSON value (references are not: they are media).
+_PLAIN_KINDS = frozenset({"text", "number", "json"})
+
+
+class NodeProblem(Exception):
+    """A node failed a node-level check; the message has no subject yet."""
+
+
+def class_name(node_class: type) -> str:
+    """How a class reads in a message: its import string."""
+    return f"{node_class.__module__}:{node_class.__qualname__}"
+
+
+def can_read(input_kind: str, output_kind: str) -> bool:
+    """True when an input port of ``input_kind`` may be wired to an output of ``output_kind``."""
+    return input_kind == output_kind or (input_kind == "json" and output_kind in _PLAIN_KINDS)
+
+
+def _checked_kinds(node_class: type, direction: str, ports: object) -> dict[str, str]:
+    if not isinstance(ports, Mapping):
+        raise NodeProblem(
+            f"{class_name(node_class)} declares {direction}s as {type(ports).__name__}, "
+            "not a mapping of port name to kind"
+        )
+    kinds: dict[str, str] = {}
+    for port, kind in ports.items():
+        if not isinstance(port, str) or NAME_RE.match(port) is None:
+            raise NodeProblem(
+                f"{class_name(node_class)} declares {direction} port {port!r}, "
+                "which is not a valid port name"
+            )
+        if kind not in KINDS:
+            raise NodeProblem(
+                f"{class_name(node_class)} declares {direction} {port!r} with unknown kind "
+                f"{kind!r} (kinds: {', '.join(sorted(KINDS))})"
+            )
+        kinds[port] = kind
+    return kinds
+
+
+def declared_ports(
+    node_class: type[Node], options: Mapping[str, Any], instance: Node | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The (inputs, outputs) port->kind maps of one node.
+
+    An instance's own ``inputs``/``outputs`` win; otherwise a class that
+    defines a ``ports(options)`` classmethod or staticmethod (connectors whose
+    ports depend on their device) is asked; otherwise the class attributes.
+    Raises :class:`NodeProblem` for an unknown kind or a failing hook.
+    """
+    raw_inputs: object
+    raw_outputs: object
+    if instance is not None:
+        raw_inputs, raw_outputs = instance.inputs, instance.outputs
+    elif isinstance(inspect.getattr_static(node_class, "ports", None), classmethod | staticmethod):
+        try:
+            result = node_class.ports(dict(options))  # type: ignore[attr-defined]
+        except Exception as exc:
+            # A hook that cannot tell its ports (say, the file does not exist)
+            # is a problem with the flow, reported like any other.
+            raise NodeProblem(
+                f"{class_name(node_class)}.ports() failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise NodeProblem(
+                f"{class_name(node_class)}.ports() must return (inputs, outputs), "
+                f"got {type(result).__name__}"
+            )
+        raw_inputs, raw_outputs = result
+    else:
+        raw_inputs, raw_outputs = node_class.inputs, node_class.outputs
+    inputs = _checked_kinds(node_class, "input", raw_inputs)
+    outputs = _checked_kinds(node_class, "output", raw_outputs)
+    return inputs, outputs
+
+
+def optional_inputs(node_class: type[Node], input_kinds: Mapping[str, str]) -> frozenset[str]:
+    """The inputs that may stay unwired: those the class lists in ``optional_inputs``.
+
+    Every other declared input is required. Raises :class:`NodeProblem` if the
+    attribute is not a collection of port names, or (for a class without a
+    ``ports`` hook, whose inputs are fixed) names a port it does not declare.
+    """
+    declared: object = getattr(node_class, "optional_inputs", frozenset())
+    if isinstance(declared, str) or not isinstance(declared, Collection):
+        raise NodeProblem(
+            f"{class_name(node_class)}.optional_inputs must be a set of port names, "
+            f"got {declared!r}"
+        )
+    names = frozenset(str(name) for name in declared)
+    has_hook = inspect.getattr_static(node_class, "ports", None) is not None
+    unknown = sorted(names - set(input_kinds))
+    if unknown and not has_hook:
+        raise NodeProblem(
+            f"{class_name(node_class)}.optional_inputs names {', '.join(map(repr, unknown))}, "
+            f"which is not one of its inputs ({_listing(input_kinds)})"
+        )
+    return names
+
+
+def _listing(names: Collection[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def bind_options(node_class: type[Node], options: Mapping[str, Any]) -> None:
+    """Check that ``node_class(**options)`` would bind, without calling it.
+
+    Raises :class:`NodeProblem` naming unknown options (and what the class
+    takes) or missing required ones.
+    """
+    try:
+        signature = inspect.signature(node_class)
+    except (TypeError, ValueError) as exc:
+        raise NodeProblem(f"cannot read the options {class_name(node_class)} takes: {exc}") from exc
+    params = signature.parameters.values()
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    takes = [p.name for p in params if p.kind in keyword_kinds]
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    unknown = [] if takes_any else [name for name in options if name not in takes]
+    if unknown:
+        plural = "s" if len(unknown) > 1 else ""
+        raise NodeProblem(
+            f"unknown option{plural} {', '.join(map(repr, unknown))} for "
+            f"{class_name(node_class)} (it takes: {_listing(takes)})"
+        )
+    missing = [
+        p.name
+        for p in params
+        if p.kind in keyword_kinds
+        and p.default is inspect.Parameter.empty
+        and p.name not in options
+    ]
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        raise NodeProblem(
+            f"missing required option{plural} {', '.join(map(repr, missing))} for "
+            f"{class_name(node_class)}"
+        )
+    try:
+        signature.bind(**options)
+    except TypeError as exc:
+        # What is left: positional-only parameters, which a flow file cannot fill.
+        raise NodeProblem(
+            f"options do not fit {class_name(node_class)}{signature}: {exc}"
+        ) from None
+
+
+def check_id(
+    node_id: object, index: int, first_index: dict[str, int], problems: list[FlowProblem]
+) -> str | None:
+    """``node_id`` if it is a usable, unused id (recording it in ``first_index``).
+
+    Otherwise append the problem (missing, malformed or duplicate) and return
+    ``None``; ``index`` is the node's 1-based position, to name it by.
+    """
+    if node_id is None:
+        problems.append(FlowProblem(f"[[node]] #{index}: missing 'id'"))
+        return None
+    if not isinstance(node_id, str) or NAME_RE.match(node_id) is None:
+        problems.append(
+            FlowProblem(
+                f"[[node]] #{index}: id {node_id!r} is not a valid id "
+                "(letters, digits, '_' and '-', not starting with a digit or '-')"
+            )
+        )
+        return None
+    if node_id in first_index:
+        problems.append(
+            FlowProblem(
+                f"node {node_id!r}: duplicate id (first used by [[node]] #{first_index[node_id]})",
+                node_id,
+            )
+        )
+        return None
+    first_index[node_id] = index
+    return node_id
+
+
+def check_node_inputs(
+    wired: Mapping[str, str],
+    input_kinds: Mapping[str, str],
+    optional: frozenset[str],
+) -> tuple[dict[str, PortRef], list[str]]:
+    """Parse a node's ``inputs`` table against its declared input ports.
+
+    Returns the parsed wires and a list of messages (no subject) for inputs the
+    node does not declare, malformed references, required inputs left unwired,
+    and a node with inputs of which none is wired (it would never run).
+    """
+    refs: dict[str, PortRef] = {}
+    problems: list[str] = []
+    for port, text in wired.items():
+        if port not in input_kinds:
+            problems.append(f"has no input port {port!r} (it has: {_listing(input_kinds)})")
+            continue
+        try:
+            refs[port] = PortRef.parse(text)
+        except ValueError as exc:
+            problems.append(f'input {port!r}: {exc}; write it as "node.port"')
+    for port in input_kinds:
+        if port not in wired and port not in optional:
+            problems.append(f"input {port!r} is required but not wired")
+    if input_kinds and not wired and not problems:
+        problems.append(
+            f"none of its inputs ({_listing(input_kinds)}) is wired, so it would never run"
+        )
+    return refs, problems
+
+
+def check_graph(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[FlowProblem]:
+    """Every wiring problem between nodes, in file order, then every cycle.
+
+    ``node_ids`` are all ids declared (in file order), including nodes that
+    failed their own checks and are missing from ``nodes``: a wire to such a
+    node is not reported again, since its ports are unknown.
+    """
+    problems: list[FlowProblem] = []
+    for spec in nodes.values():
+        for port, ref in spec.inputs.items():
+            message = _check_wire(spec, port, ref, node_ids, nodes)
+            if message is not None:
+                problems.append(FlowProblem(f"node {spec.id!r}: {message}", spec.id))
+    for cycle in find_cycles(node_ids, nodes):
+        path = " -> ".join(cycle)
+        problems.append(
+            FlowProblem(
+                f"node {cycle[0]!r}: cycle {path}; a flow must not loop back on itself",
+                cycle[0],
+            )
+        )
+    return problems
+
+
+def _check_wire(
+    consumer: NodeSpec,
+    port: str,
+    ref: PortRef,
+    node_ids: Sequence[str],
+    nodes: Mapping[str, NodeSpec],
+) -> str | None:
+    wire = f"input {port!r} is wired to {str(ref)!r}"
+    if ref.node not in node_ids:
+        return f"{wire}, but there is no node {ref.node!r} (nodes: {_listing(node_ids)})"
+    if ref.node == consumer.id:
+        return f"{wire}, its own node; a node cannot read itself"
+    producer = nodes.get(ref.node)
+    if producer is None:
+        return None  # the producer's own problem is reported already
+    if ref.port not in producer.output_kinds:
+        return (
+            f"{wire}, but node {ref.node!r} has no output port {ref.port!r} "
+            f"(it has: {_listing(producer.output_kinds)})"
+        )
+    input_kind = consumer.input_kinds[port]
+    output_kind = producer.output_kinds[ref.port]
+    if not can_read(input_kind, output_kind):
+        return f"input {port!r} ({input_kind}) cannot read {str(ref)!r} ({output_kind})"
+    return None
+
+
+def find_cycles(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[list[str]]:
+    """Cycles among wires (self-reads excluded), each as ``[a, b, ..., a]``.
+
+    A depth-first search in file order; every back edge closes one cycle, so
+    each is reported once. Iterative, so a long chain cannot hit the
+    recursion limit.
+    """
+    readers: dict[str, list[str]] = {node_id: [] for node_id in node_ids}
+    for spec in nodes.values():
+        for ref in spec.inputs.values():
+            if ref.node != spec.id and ref.node in readers and spec.id not in readers[ref.node]:
+                readers[ref.node].append(spec.id)
+    finished: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in node_ids:
+        if root in finished:
+            continue
+        path: list[str] = [root]
+        on_path = {root}
+        stack: list[Iterator[str]] = [iter(readers[root])]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                done = path.pop()
+                on_path.discard(done)
+                finished.add(done)
+            elif step in on_path:
+                cycles.append([*path[path.index(step) :], step])
+            elif step not in finished:
+                path.append(step)
+                on_path.add(step)
+                stack.append(iter(readers[step]))
+    return cycles

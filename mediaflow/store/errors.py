@@ -1,0 +1,40 @@
+"""The store's typed exceptions."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class ArtifactNotFound(KeyError):
+    """No artifact is stored under this digest."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ would print the repr of the digest in quotes.
+        return f"no artifact {self.digest} in the store"
+
+
+class StoreFull(OSError):
+    """The disk (or quota) ran out while saving; nothing partial was left behind.
+
+    ``errno`` is ``ENOSPC`` or ``EDQUOT``; ``filename`` is the store directory.
+    """
+
+
+def raise_if_full(exc: BaseException, where: Path) -> None:
+    """Turn ENOSPC/EDQUOT into :class:`StoreFull`; return for anything else."""
+    if isinstance(exc, OSError) and not isinstance(exc, StoreFull) and exc.errno in _DISK_FULL:
+        code = exc.errno
+        raise StoreFull(
+            code,
+            f"artifact store full ({errno.errorcode[code]}: {os.strerror(code)});"
+            " the partial artifact was removed, free space or lower ARTIFACT_MAX_BYTES",
+            str(where),
+        ) from exc

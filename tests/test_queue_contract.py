@@ -1,0 +1,564 @@
+"""The work-queue contract, run against every backend in ``QUEUE_BACKENDS``.
+
+Each test uses the ``queue`` fixture (one opened handle) and, where two
+consumers or a reopen are needed, ``queue_backend.open()`` for another handle
+on the same backend. Times are real but short: idle thresholds of ~100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from mediaflow.queue import NewItem, StreamBacklog, StreamKey, WorkItem, WorkQueue
+from tests.conftest import QueueBackend
+
+A = StreamKey("f1", "a")
+B = StreamKey("f1", "b")
+C = StreamKey("f2", "c")
+
+IDLE_MS = 100  # "stale" in reclaim tests
+PAST_IDLE_S = 0.15  # sleep this long to make a claim stale
+
+
+def new(stream: StreamKey, n: int, **options: Any) -> NewItem:
+    return NewItem(stream, "emission", {"n": n}, **options)
+
+
+def ns(items: Sequence[WorkItem]) -> list[int]:
+    return [item.payload["n"] for item in items]
+
+
+def ids(items: Sequence[WorkItem]) -> list[str]:
+    return [item.entry_id for item in items]
+
+
+async def fill(queue: WorkQueue, stream: StreamKey, count: int, start: int = 0) -> list[WorkItem]:
+    return await queue.enqueue([new(stream, start + i) for i in range(count)])
+
+
+# -- enqueue, seq and order ----------------------------------------------------
+
+
+async def test_enqueue_returns_items_as_stored(queue: WorkQueue) -> None:
+    before = time.time()
+    stored = await queue.enqueue(
+        [
+            NewItem(A, "emission", {"n": 0, "nested": {"x": [1, 2.5, None]}}),
+            NewItem(B, "source", {}),
+        ]
+    )
+
+    assert [(i.stream, i.kind, i.seq, i.deliveries) for i in stored] == [
+        (A, "emission", 1, 0),
+        (B, "source", 1, 0),
+    ]
+    assert stored[0].payload == {"n": 0, "nested": {"x": [1, 2.5, None]}}
+    assert len(set(ids(stored))) == 2
+    assert all(before <= i.enqueued_at <= time.time() for i in stored)
+    assert not stored[0].redelivery
+
+
+async def test_empty_enqueue_is_a_no_op(queue: WorkQueue) -> None:
+    assert await queue.enqueue([]) == []
+    assert (await queue.stats()).enqueued == 0
+
+
+@pytest.mark.parametrize(
+    ("streams", "expected_seqs"),
+    [
+        ([A, A, A], [1, 2, 3]),
+        ([A, B, A, C, B, A], [1, 1, 2, 1, 2, 3]),
+        ([C], [1]),
+    ],
+)
+async def test_seq_counts_per_stream_without_gaps(
+    queue: WorkQueue, streams: list[StreamKey], expected_seqs: list[int]
+) -> None:
+    one_call = await queue.enqueue([new(s, i) for i, s in enumerate(streams)])
+    one_by_one = [(await queue.enqueue([new(s, i)]))[0] for i, s in enumerate(streams)]
+
+    assert [i.seq for i in one_call] == expected_seqs
+    offset = {s: streams.count(s) for s in streams}
+    assert [i.seq - offset[i.stream] for i in one_by_one] == expected_seqs
+
+
+async def test_seq_and_ids_continue_after_everything_is_acked(queue: WorkQueue) -> None:
+    first = await fill(queue, A, 3)
+    claimed = await queue.claim("c", {A: 3})
+    assert await queue.ack(ids(claimed)) == 3
+
+    later = await fill(queue, A, 2)
+
+    assert [i.seq for i in later] == [4, 5]
+    assert not set(ids(first)) & set(ids(later))
+
+
+async def test_enqueue_refuses_a_payload_that_is_not_json(queue: WorkQueue) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        await queue.enqueue([new(A, 0), NewItem(A, "emission", {"bad": object()})])
+
+    assert await queue.claim("c", {A: 10}) == []
+    assert (await queue.stats()).enqueued == 0
+
+
+async def test_claim_hands_out_a_stream_oldest_first(queue: WorkQueue) -> None:
+    await fill(queue, A, 5)
+
+    first = await queue.claim("c", {A: 2})
+    rest = await queue.claim("c", {A: 10})
+
+    assert ns(first) == [0, 1]
+    assert ns(rest) == [2, 3, 4]
+    assert [i.seq for i in first + rest] == [1, 2, 3, 4, 5]
+    assert all(i.deliveries == 1 for i in first + rest)
+
+
+@pytest.mark.parametrize(
+    ("wants", "expected"),
+    [
+        ({A: 2, B: 1}, {A: 2, B: 1}),
+        ({A: 10}, {A: 3}),
+        ({A: 0, B: 2}, {B: 2}),
+        ({C: 5}, {}),  # nothing was ever enqueued there
+        ({}, {}),
+    ],
+)
+async def test_claim_respects_the_count_asked_per_stream(
+    queue: WorkQueue, wants: dict[StreamKey, int], expected: dict[StreamKey, int]
+) -> None:
+    await fill(queue, A, 3)
+    await fill(queue, B, 3)
+
+    claimed = await queue.claim("c", wants)
+
+    counts: dict[StreamKey, int] = {}
+    for item in claimed:
+        counts[item.stream] = counts.get(item.stream, 0) + 1
+    assert counts == expected
+
+
+async def test_two_consumers_never_get_the_same_item(queue_backend: QueueBackend) -> None:
+    producer = queue_backend.open()
+    first, second = queue_backend.open(), queue_backend.open()
+    stored = await fill(producer, A, 300)
+
+    async def drain(handle: WorkQueue, name: str) -> list[WorkItem]:
+        got: list[WorkItem] = []
+        while batch := await handle.claim(name, {A: 7}):
+            got += batch
+            await asyncio.sleep(0)
+        return got
+
+    a, b = await asyncio.gather(drain(first, "one"), drain(second, "two"))
+
+    assert sorted(ids(a) + ids(b)) == sorted(ids(stored))
+    assert ns(a) == sorted(ns(a)) and ns(b) == sorted(ns(b))
+
+
+# -- ack, touch, release -------------------------------------------------------
+
+
+async def test_ack_counts_pending_items_and_ignores_the_rest(queue: WorkQueue) -> None:
+    await fill(queue, A, 3)
+    claimed = await queue.claim("c", {A: 2})
+    cases: list[tuple[list[str], int]] = [
+        ([claimed[0].entry_id], 1),
+        ([claimed[0].entry_id], 0),  # acked already
+        ([claimed[1].entry_id, "not-an-id", "999999999", "-1", "9" * 30], 1),
+        ([], 0),
+    ]
+    for entry_ids, expected in cases:
+        assert await queue.ack(entry_ids) == expected, entry_ids
+
+    # The ready item was never claimed: acking it does not remove it.
+    [ready] = await queue.claim("c", {A: 5})
+    assert ready.payload == {"n": 2}
+
+
+async def test_ack_removes_items_whoever_holds_them(queue: WorkQueue) -> None:
+    await fill(queue, A, 1)
+    [item] = await queue.claim("first", {A: 1})
+    await asyncio.sleep(PAST_IDLE_S)
+    [again] = await queue.reclaim_stale(IDLE_MS, consumer="second")
+
+    assert await queue.ack([item.entry_id]) == 1
+    assert await queue.touch("second", [again.entry_id]) == 0
+
+
+async def test_touch_counts_only_items_the_consumer_still_holds(queue: WorkQueue) -> None:
+    await fill(queue, A, 3)
+    mine = await queue.claim("me", {A: 2})
+    [theirs] = await queue.claim("them", {A: 1})
+    await queue.ack([mine[1].entry_id])
+
+    cases: list[tuple[str, list[str], int]] = [
+        ("me", ids(mine), 1),  # the second was acked
+        ("me", [theirs.entry_id], 0),
+        ("them", [theirs.entry_id, "nope"], 1),
+        ("nobody", [*ids(mine), theirs.entry_id], 0),
+    ]
+    for consumer, entry_ids, expected in cases:
+        assert await queue.touch(consumer, entry_ids) == expected, (consumer, entry_ids)
+
+
+async def test_touch_keeps_an_item_from_going_stale(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    touched, untouched = await queue.claim("c", {A: 2})
+
+    await asyncio.sleep(PAST_IDLE_S)
+    assert await queue.touch("c", [touched.entry_id]) == 1
+    released = await queue.reclaim_stale(IDLE_MS)
+
+    assert ids(released) == [untouched.entry_id]
+
+
+async def test_release_hands_items_back_first_in_line(queue: WorkQueue) -> None:
+    await fill(queue, A, 3)
+    first, second = await queue.claim("c", {A: 2})
+
+    assert await queue.release([first.entry_id, "unknown"]) == 1
+    assert await queue.release([first.entry_id]) == 0  # not pending any more
+
+    again = await queue.claim("d", {A: 5})
+    assert ns(again) == [0, 2]
+    assert [i.deliveries for i in again] == [2, 1]
+    assert again[0].redelivery
+    assert await queue.touch("c", [second.entry_id]) == 1
+
+
+async def test_release_consumer_hands_back_all_it_holds(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    await fill(queue, B, 2)
+    await queue.claim("dead", {A: 2, B: 1})
+    [alive] = await queue.claim("alive", {B: 1})
+
+    assert await queue.release_consumer("dead") == 3
+    assert await queue.release_consumer("dead") == 0
+
+    again = await queue.claim("new", {A: 5, B: 5})
+    assert sorted((i.stream.node, i.deliveries) for i in again) == [("a", 2), ("a", 2), ("b", 2)]
+    assert await queue.touch("alive", [alive.entry_id]) == 1
+
+
+# -- reclaim -------------------------------------------------------------------
+
+
+async def test_reclaim_stale_makes_items_ready_and_counts_the_redelivery(
+    queue: WorkQueue,
+) -> None:
+    await fill(queue, A, 2)
+    stale = await queue.claim("crashed", {A: 2})
+    assert await queue.reclaim_stale(IDLE_MS) == []  # not idle long enough yet
+
+    await asyncio.sleep(PAST_IDLE_S)
+    released = await queue.reclaim_stale(IDLE_MS)
+
+    assert ids(released) == ids(stale)
+    assert await queue.touch("crashed", ids(stale)) == 0
+    again = await queue.claim("rescuer", {A: 5})
+    assert ids(again) == ids(stale)
+    assert [i.deliveries for i in again] == [2, 2]
+    assert all(i.redelivery for i in again)
+    assert (await queue.stats()).redelivered == 2
+
+
+async def test_reclaim_stale_for_a_consumer_claims_them_for_it(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    stale = await queue.claim("crashed", {A: 2})
+    await asyncio.sleep(PAST_IDLE_S)
+
+    reclaimed = await queue.reclaim_stale(IDLE_MS, consumer="rescuer")
+
+    assert ids(reclaimed) == ids(stale)
+    assert [(i.seq, i.deliveries, i.payload) for i in reclaimed] == [
+        (1, 2, {"n": 0}),
+        (2, 2, {"n": 1}),
+    ]
+    assert await queue.touch("rescuer", ids(reclaimed)) == 2
+    assert await queue.touch("crashed", ids(reclaimed)) == 0
+    assert await queue.claim("other", {A: 5}) == []
+    assert (await queue.stats()).redelivered == 2
+
+
+# -- claim_for -----------------------------------------------------------------
+
+
+async def test_claim_for_claims_new_items_in_the_same_call(queue: WorkQueue) -> None:
+    stored = await queue.enqueue([new(A, 0), new(B, 1)], claim_for="me")
+
+    assert [i.deliveries for i in stored] == [1, 1]
+    assert await queue.claim("other", {A: 5, B: 5}) == []
+    assert await queue.touch("me", ids(stored)) == 2
+    assert await queue.ack(ids(stored)) == 2
+
+
+@pytest.mark.parametrize(
+    ("setup", "item_options", "claimed"),
+    [
+        ("nothing", {}, True),
+        ("nothing", {"delay_s": 5.0}, False),  # delayed items are never claimed here
+        ("nothing", {"claim": False}, False),  # the caller said no
+        ("older ready", {}, False),  # it would overtake the older item
+        ("older pending", {}, True),  # in flight already: order is kept
+        ("flow parked", {}, False),
+        ("other flow parked", {}, True),
+    ],
+)
+async def test_claim_for_keeps_order_and_parking(
+    queue: WorkQueue, setup: str, item_options: dict[str, Any], claimed: bool
+) -> None:
+    if setup == "older ready":
+        await fill(queue, A, 1)
+    elif setup == "older pending":
+        await fill(queue, A, 1)
+        await queue.claim("someone", {A: 1})
+    elif setup == "flow parked":
+        await queue.park(A.flow)
+    elif setup == "other flow parked":
+        await queue.park(C.flow)
+
+    [item] = await queue.enqueue([new(A, 9, **item_options)], claim_for="me")
+
+    assert item.deliveries == (1 if claimed else 0)
+    assert await queue.touch("me", [item.entry_id]) == (1 if claimed else 0)
+
+
+async def test_claim_for_stops_claiming_behind_an_unclaimed_item(queue: WorkQueue) -> None:
+    stored = await queue.enqueue(
+        [new(A, 0), new(A, 1, claim=False), new(A, 2), new(B, 3)], claim_for="me"
+    )
+
+    assert [(i.stream, i.deliveries) for i in stored] == [(A, 1), (A, 0), (A, 0), (B, 1)]
+    assert ns(await queue.claim("other", {A: 5})) == [1, 2]
+
+
+async def test_parked_items_enqueued_with_claim_for_wait_for_unpark(queue: WorkQueue) -> None:
+    await queue.park(A.flow)
+    [item] = await queue.enqueue([new(A, 0)], claim_for="me")
+    assert await queue.claim("me", {A: 5}) == []
+
+    await queue.unpark(A.flow)
+
+    assert ids(await queue.claim("me", {A: 5})) == [item.entry_id]
+
+
+# -- delayed items -------------------------------------------------------------
+
+
+async def test_delayed_items_wait_for_move_due(queue: WorkQueue) -> None:
+    now = time.time()
+    await queue.enqueue([new(A, 0, delay_s=60.0), new(A, 1)])
+    assert ns(await queue.claim("c", {A: 5})) == [1]
+
+    cases: list[tuple[float, int]] = [(now, 0), (now + 59.0, 0), (now + 61.0, 1), (now + 61.0, 0)]
+    for at, moved in cases:
+        assert await queue.move_due(at) == moved, at
+
+    [late] = await queue.claim("c", {A: 5})
+    assert (late.payload, late.seq, late.deliveries) == ({"n": 0}, 1, 1)
+
+
+# -- dead letters --------------------------------------------------------------
+
+
+async def test_dead_letter_takes_an_item_out_of_circulation(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    await fill(queue, C, 1)
+    a0, a1 = await queue.claim("c", {A: 2})
+    [c0] = await queue.claim("c", {C: 1})
+
+    await queue.dead_letter(a0, "failed 5 times")
+    await queue.dead_letter(c0, "poison")
+    await queue.dead_letter(a1, "failed too")
+
+    assert await queue.ack([a0.entry_id, c0.entry_id]) == 0
+    assert await queue.claim("c", {A: 5, C: 5}) == []
+    assert sum(b.total for b in (await queue.backlog()).values()) == 0
+    letters = await queue.dead_letters()
+    assert [(d.item.entry_id, d.reason) for d in letters] == [
+        (a1.entry_id, "failed too"),
+        (c0.entry_id, "poison"),
+        (a0.entry_id, "failed 5 times"),
+    ]
+    assert letters[-1].item == a0
+    assert [d.item.stream for d in await queue.dead_letters("f2")] == [C]
+    assert len(await queue.dead_letters(limit=1)) == 1
+    assert all(d.dead_at >= a0.enqueued_at for d in letters)
+    assert (await queue.stats()).dead_lettered == 3
+
+
+# -- backlog -------------------------------------------------------------------
+
+
+async def test_backlog_counts_waiting_work_per_stream(queue: WorkQueue) -> None:
+    a_items = await fill(queue, A, 4)
+    await queue.enqueue([new(A, 9, delay_s=60.0)])
+    b_items = await fill(queue, B, 2)
+    c_items = await fill(queue, C, 1)
+    await queue.claim("c", {A: 1, B: 2, C: 1})
+    await queue.ack([c_items[0].entry_id])
+
+    backlog = await queue.backlog()
+
+    assert {s: b for s, b in backlog.items() if b.total} == {
+        A: StreamBacklog(ready=3, pending=1, delayed=1, oldest_enqueued_at=a_items[0].enqueued_at),
+        B: StreamBacklog(ready=0, pending=2, delayed=0, oldest_enqueued_at=b_items[0].enqueued_at),
+    }
+    assert {f: n for f, n in (await queue.backlog_flows()).items() if n} == {"f1": 7}
+
+
+async def test_backlog_of_an_empty_queue(queue: WorkQueue) -> None:
+    assert not any(b.total for b in (await queue.backlog()).values())
+    assert not any((await queue.backlog_flows()).values())
+
+
+# -- park and unpark -----------------------------------------------------------
+
+
+async def test_parked_flow_hands_out_nothing_until_unparked(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    await fill(queue, C, 2)
+
+    await queue.park("f1")
+    assert await queue.parked() == {"f1": None}
+    assert {i.stream for i in await queue.claim("c", {A: 5, C: 5})} == {C}
+
+    await queue.unpark("f1")
+    assert await queue.parked() == {}
+    assert ns(await queue.claim("c", {A: 5})) == [0, 1]
+
+
+@pytest.mark.parametrize(("steps", "wants", "handed_out"), [(1, 5, 1), (3, 2, 2), (3, 5, 3)])
+async def test_unpark_with_steps_lets_exactly_that_many_through(
+    queue: WorkQueue, steps: int, wants: int, handed_out: int
+) -> None:
+    await fill(queue, A, 5)
+    await queue.park("f1")
+
+    await queue.unpark("f1", steps=steps)
+    first = await queue.claim("c", {A: wants})
+    rest = await queue.claim("c", {A: 5})
+
+    assert len(first) + len(rest) == steps
+    assert len(first) == handed_out
+    assert ns(first + rest) == list(range(steps))
+    assert await queue.parked() == {"f1": None}
+    assert await queue.claim("c", {A: 5}) == []
+
+
+async def test_steps_are_shared_by_the_streams_of_a_flow(queue: WorkQueue) -> None:
+    await fill(queue, A, 3)
+    await fill(queue, B, 3)
+    await queue.park("f1")
+    await queue.unpark("f1", steps=4)
+
+    claimed = await queue.claim("c", {A: 3, B: 3})
+
+    assert len(claimed) == 4
+    assert await queue.parked() == {"f1": None}
+
+
+async def test_park_again_cancels_steps_left(queue: WorkQueue) -> None:
+    await queue.unpark("f1", steps=3)
+    assert await queue.parked() == {"f1": 3}
+    await queue.park("f1")
+    assert await queue.parked() == {"f1": None}
+
+
+# -- blocking claims -----------------------------------------------------------
+
+
+async def test_blocking_claim_wakes_when_another_handle_enqueues(
+    queue_backend: QueueBackend,
+) -> None:
+    consumer, producer = queue_backend.open(), queue_backend.open()
+
+    async def enqueue_later() -> None:
+        await asyncio.sleep(0.1)
+        await fill(producer, A, 1)
+
+    started = time.monotonic()
+    claimed, _ = await asyncio.gather(consumer.claim("c", {A: 1}, block_ms=5000), enqueue_later())
+
+    assert ns(claimed) == [0]
+    assert time.monotonic() - started < 2.0
+
+
+async def test_blocking_claim_wakes_on_its_own_handles_enqueue(queue: WorkQueue) -> None:
+    async def enqueue_later() -> None:
+        await asyncio.sleep(0.05)
+        await fill(queue, A, 1)
+
+    started = time.monotonic()
+    claimed, _ = await asyncio.gather(queue.claim("c", {A: 1}, block_ms=5000), enqueue_later())
+
+    assert ns(claimed) == [0]
+    assert time.monotonic() - started < 2.0
+
+
+async def test_blocking_claim_gives_up_after_block_ms(queue: WorkQueue) -> None:
+    await fill(queue, B, 1)  # work elsewhere does not wake it
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    started = time.monotonic()
+    claimed = await queue.claim("c", {A: 1}, block_ms=200)
+    elapsed = time.monotonic() - started
+    ticker.cancel()
+
+    assert claimed == []
+    assert 0.18 <= elapsed < 1.0
+    assert ticks >= 5  # the event loop kept running
+
+
+# -- stats and reopening -------------------------------------------------------
+
+
+async def test_stats_counts_what_happened(queue: WorkQueue) -> None:
+    await fill(queue, A, 4)
+    await queue.enqueue([new(C, 0)], claim_for="c")
+    claimed = await queue.claim("c", {A: 3})
+    await queue.ack(ids(claimed[:2]))
+    await queue.dead_letter(claimed[2], "bad")
+    await queue.release_consumer("c")
+    await queue.claim("c", {C: 1})  # a redelivery
+    await queue.park("f1")
+
+    stats = await queue.stats()
+
+    assert (stats.enqueued, stats.acked, stats.dead_lettered, stats.redelivered) == (5, 2, 1, 1)
+    assert stats.backlog == 2
+    assert stats.parked_flows == ("f1",)
+
+
+async def test_closed_and_reopened_queue_keeps_its_state(queue_backend: QueueBackend) -> None:
+    first = queue_backend.open()
+    await fill(first, A, 3)
+    pending = await first.claim("c", {A: 2})
+    await first.ack([pending[0].entry_id])
+    await first.park("f2")
+    await first.close()
+    await first.close()  # idempotent
+
+    second = queue_backend.open()
+    stats = await second.stats()
+    assert (stats.enqueued, stats.acked, stats.backlog) == (3, 1, 2)
+    assert await second.parked() == {"f2": None}
+    third = await second.claim("d", {A: 5})
+    assert ns(third) == [2]  # the pending one stays pending
+    assert await second.ack(ids(third)) == 1
+    assert await second.touch("c", [pending[1].entry_id]) == 1
+    await asyncio.sleep(PAST_IDLE_S)
+    assert ids(await second.reclaim_stale(IDLE_MS, consumer="d")) == [pending[1].entry_id]
+    assert [i.seq for i in await fill(second, A, 1)] == [4]
