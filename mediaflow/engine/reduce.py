@@ -61,7 +61,7 @@ class Limits:
     degraded_min_items: int = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """One node's line. ``waiting`` is sorted by ``seq``; while a retry backs off,
     the failed item is ``waiting[0]`` and ``retry_at`` says when it may rerun."""
@@ -82,7 +82,7 @@ class NodeState:
         return len(self.waiting) + (self.running is not None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EngineState:
     limits: Limits
     nodes: Mapping[StreamKey, NodeState]
@@ -94,6 +94,21 @@ class EngineState:
     # Streams with nothing older waiting on disk: new emissions for them may be
     # claimed at enqueue without overtaking anything.
     caught_up: frozenset[StreamKey] = frozenset()
+
+    def with_nodes(
+        self, nodes: Mapping[StreamKey, NodeState], steps: Mapping[str, int] | None = None
+    ) -> EngineState:
+        # Spelled out rather than dataclasses.replace: this runs twice per item.
+        return EngineState(
+            self.limits,
+            nodes,
+            self.paused,
+            self.steps if steps is None else steps,
+            self.backlog_history,
+            self.degraded,
+            self.stopping,
+            self.caught_up,
+        )
 
 
 Result = tuple[EngineState, list[Command]]
@@ -142,19 +157,29 @@ def reduce(state: EngineState, tick: Tick, now: float) -> Result:
             assert_never(tick)
 
 
-def wants(state: EngineState) -> dict[StreamKey, int]:
+def wants(state: EngineState, *, caught_up_too: bool = False) -> dict[StreamKey, int]:
     """How many more items each stream may claim: room in its bounded line.
 
-    A source stream holds at most its one long-lived item. Nothing is wanted
+    A caught-up stream receives its work at enqueue, so it is left out unless
+    ``caught_up_too`` (a periodic poll for work other processes enqueued). A
+    source stream holds at most its one long-lived item. Nothing is wanted
     once stopping.
     """
     if state.stopping:
         return {}
     room: dict[StreamKey, int] = {}
+    # Claim in batches (a claim is a transaction): a busy node asks again only
+    # once a quarter of its line is free.
+    low_water = max(1, state.limits.node_buffer // 4)
     for stream, node in state.nodes.items():
-        limit = 1 if node.is_source else state.limits.node_buffer
-        free = limit - node.held
-        if free > 0:
+        if stream in state.caught_up and not caught_up_too:
+            continue
+        if node.is_source:
+            if node.held == 0:
+                room[stream] = 1
+            continue
+        free = state.limits.node_buffer - node.held
+        if free >= low_water or (free > 0 and node.held == 0):
             room[stream] = free
     return room
 
@@ -232,9 +257,15 @@ def _on_items_arrived(state: EngineState, tick: ItemsArrivedTick, now: float) ->
             )
             commands.extend(_dropped(item, reason, 0))
         else:
-            nodes[item.stream] = replace(node, waiting=_insert_by_seq(node.waiting, item))
+            nodes[item.stream] = NodeState(
+                node.is_source,
+                _insert_by_seq(node.waiting, item),
+                node.running,
+                node.attempt,
+                node.retry_at,
+            )
             touched.add(item.stream)
-    return _start_ready(replace(state, nodes=nodes), touched, now, commands)
+    return _start_ready(state.with_nodes(nodes), touched, now, commands)
 
 
 def _insert_by_seq(line: tuple[WorkItem, ...], item: WorkItem) -> tuple[WorkItem, ...]:
@@ -256,7 +287,7 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
     commands: list[Command] = []
     if tick.error is None:
         commands.append(AckCommand(item.entry_id))
-        node = replace(node, running=None, attempt=0, retry_at=None)
+        node = NodeState(node.is_source, node.waiting)
     elif node.attempt >= state.limits.max_attempts or state.stopping:
         if state.stopping:
             # Shutting down: leave the item for the next run instead of burning attempts.
@@ -283,7 +314,7 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
             )
         )
     nodes = {**state.nodes, tick.stream: node}
-    return _start_ready(replace(state, nodes=nodes), (tick.stream,), now, commands)
+    return _start_ready(state.with_nodes(nodes), (tick.stream,), now, commands)
 
 
 def _start_ready(
@@ -291,25 +322,27 @@ def _start_ready(
 ) -> Result:
     if state.stopping:
         return state, commands
+    candidates = [s for s in streams if _can_start(state.nodes[s], now)]
+    if not candidates:
+        return state, commands
     nodes = dict(state.nodes)
     steps = dict(state.steps)
     # Oldest head first (a single step goes to the work that waited longest); ties
     # broken by id and stream so the same ticks always give the same commands.
-    ready = sorted(
-        (s for s in streams if _can_start(nodes[s], now)),
-        key=lambda s: (nodes[s].waiting[0].enqueued_at, nodes[s].waiting[0].entry_id, s),
-    )
-    for stream in ready:
+    if len(candidates) > 1:
+        candidates.sort(
+            key=lambda s: (nodes[s].waiting[0].enqueued_at, nodes[s].waiting[0].entry_id, s)
+        )
+    for stream in candidates:
         node = nodes[stream]
         if stream.flow in state.paused and not node.is_source:
             if steps.get(stream.flow, 0) <= 0:
                 continue
             steps[stream.flow] -= 1
-        head, rest = node.waiting[0], node.waiting[1:]
         attempt = node.attempt + 1 if node.retry_at is not None else 1
-        nodes[stream] = replace(node, waiting=rest, running=head, attempt=attempt, retry_at=None)
-        commands.append(StartNodeCommand(head, attempt))
-    return replace(state, nodes=nodes, steps=steps), commands
+        nodes[stream] = NodeState(node.is_source, node.waiting[1:], node.waiting[0], attempt)
+        commands.append(StartNodeCommand(node.waiting[0], attempt))
+    return state.with_nodes(nodes, steps), commands
 
 
 def _can_start(node: NodeState, now: float) -> bool:
@@ -322,9 +355,7 @@ def _on_backlog_sampled(state: EngineState, tick: BacklogSampledTick) -> Result:
     limits = state.limits
     total = sum(tick.per_flow.values())
     history = (*state.backlog_history, total)[-limits.degraded_samples :]
-    growing = len(history) == limits.degraded_samples and all(
-        a < b for a, b in pairwise(history)
-    )
+    growing = len(history) == limits.degraded_samples and all(a < b for a, b in pairwise(history))
     commands: list[Command] = []
     degraded = state.degraded
     if not degraded and growing and total >= limits.degraded_min_items:

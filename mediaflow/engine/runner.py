@@ -140,7 +140,6 @@ class FlowRunner:
             case AckCommand(entry_id=entry_id):
                 self.pending_acks.append(entry_id)
                 self.acks_ready.set()
-                self.room_ready.set()
             case DeadLetterCommand(item=item, reason=reason):
                 self.spawn(self.queue.dead_letter(item, reason))
                 self.room_ready.set()
@@ -214,6 +213,9 @@ class FlowRunner:
             )
         self.finished_items += 1
         self.dispatch(NodeFinishedTick(item.stream, item.entry_id, error))
+        if item.stream not in self.state.caught_up:
+            # Room freed in a line whose work waits on disk: the claimer may fetch.
+            self.room_ready.set()
 
     # -- emissions --------------------------------------------------------------
 
@@ -247,17 +249,23 @@ class FlowRunner:
             claim = may_claim_locally(state, stream)
             if not claim:
                 behind.append(stream)
-                self._behind_epoch[stream] = self._behind_epoch.get(stream, 0) + 1
             payload = {"src": source, "port": target_port, "value": encoded, "at": now}
             items.append(NewItem(stream, "emission", payload, claim=claim))
         if behind:
-            self.dispatch(BacklogBehindTick(frozenset(behind)))
+            self.mark_behind(frozenset(behind))
         stored = await self.queue.enqueue(items, claim_for=self.consumer)
         claimed = tuple(item for item in stored if item.deliveries > 0)
+        if len(claimed) < len(stored):
+            # The queue keeps an item ready when older work of its stream is
+            # (another process's, say): that stream is behind too.
+            refused = {i.stream for i in stored if i.deliveries == 0} - set(behind)
+            if refused:
+                self.mark_behind(frozenset(refused))
         if claimed:
             self.dispatch(ItemsArrivedTick(claimed))
-        if len(claimed) < len(stored):
-            self.room_ready.set()
+        # The embedded queue commits without suspending, so a source in a tight
+        # loop would starve the nodes reading it: yield once per emission.
+        await asyncio.sleep(0)
 
     def behind_epoch(self, stream: StreamKey) -> int:
         return self._behind_epoch.get(stream, 0)
