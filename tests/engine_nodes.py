@@ -30,7 +30,11 @@ class Counter(Node):
         self.done_file = done_file
 
     async def run(self, ctx: Context) -> None:
-        for seq in range(self.count):
+        start = 0
+        if ctx.redelivery:  # resumed after a crash: carry on after the last chunk
+            last = ctx.latest("chunk")
+            start = last["seq"] + 1 if last else 0
+        for seq in range(start, self.count):
             if ctx.stopping():
                 return
             await ctx.emit("chunk", {"seq": seq, "pad": self.pad})
@@ -102,6 +106,24 @@ class Flaky(Node):
         if seq in self.bad and self._failed.get(seq, 0) < self.failures:
             self._failed[seq] = self._failed.get(seq, 0) + 1
             raise RuntimeError(f"flaky on seq {seq}")
+
+
+class Crasher(Node):
+    """Kills its whole process (as a segfaulting codec would) on seq ``crash_on``."""
+
+    inputs: ClassVar[Mapping[str, str]] = {"chunk": "json"}
+
+    def __init__(self, crash_on: int = 3, log_file: str = "") -> None:
+        self.crash_on = crash_on
+        self.log_file = log_file
+
+    async def run(self, ctx: Context) -> None:
+        seq = ctx.inputs["chunk"]["seq"]
+        assert ctx.item is not None
+        with open(self.log_file, "a") as fh:
+            fh.write(f"{seq} {ctx.item.deliveries} {int(ctx.redelivery)}\n")
+        if seq == self.crash_on:
+            os._exit(9)
 
 
 class WrongKind(Node):

@@ -138,3 +138,29 @@ def test_sigkill_mid_drain_then_restart_delivers_every_chunk(tmp_path: Path) -> 
     # The source had finished before the kill: it was not run a second time.
     assert len(rows) - len(first) < count
     assert done_file.read_text() == str(count)
+
+
+def test_an_item_that_keeps_killing_the_process_is_dead_lettered(tmp_path: Path) -> None:
+    """MAX_DELIVERIES: a chunk whose node kills the process is delivered again on
+    each restart, then dead-lettered and reported instead of crashing forever."""
+    log_file = tmp_path / "runs.log"
+    flow = tmp_path / "poison.toml"
+    flow.write_text(
+        '[flow]\nname = "poison"\n'
+        '[[node]]\nid = "src"\nuse = "tests.engine_nodes:Counter"\ncount = 8\n'
+        '[[node]]\nid = "crash"\nuse = "tests.engine_nodes:Crasher"\ncrash_on = 3\n'
+        f'log_file = "{log_file}"\ninputs = {{ chunk = "src.chunk" }}\n'
+    )
+    data = str(tmp_path / "data")
+    env = {"MEDIAFLOW_MAX_DELIVERIES": "2"}
+    codes = []
+    for _ in range(5):
+        result = mediaflow("run", str(flow), "--until-idle", "--data", data, "-v", env=env)
+        codes.append(result.returncode)
+        if result.returncode == 0:
+            break
+    assert codes == [9, 9, 0], result.stderr
+    assert "cascade_dropped" in result.stderr and "MEDIAFLOW_MAX_DELIVERIES=2" in result.stderr
+    rows = read_deliveries(log_file)
+    assert [(d, r) for seq, d, r in rows if seq == 3] == [(1, False), (2, True)]
+    assert {seq for seq, _, _ in rows} == set(range(8)) - set() and rows[-1][0] == 7

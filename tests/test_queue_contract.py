@@ -241,8 +241,23 @@ async def test_release_consumer_hands_back_all_it_holds(queue: WorkQueue) -> Non
     assert await queue.release_consumer("dead") == 0
 
     again = await queue.claim("new", {A: 5, B: 5})
-    assert sorted((i.stream.node, i.deliveries) for i in again) == [("a", 2), ("a", 2), ("b", 2)]
+    assert sorted((i.stream.node, i.seq, i.deliveries) for i in again) == [
+        ("a", 1, 2),
+        ("a", 2, 2),
+        ("b", 1, 2),
+    ]
     assert await queue.touch("alive", [alive.entry_id]) == 1
+
+
+async def test_release_of_unstarted_items_takes_their_delivery_back(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    first, second = await queue.claim("c", {A: 2})
+
+    assert await queue.release([second.entry_id], started=False) == 1
+    assert await queue.release([first.entry_id]) == 1
+
+    again = await queue.claim("d", {A: 5})
+    assert [(i.seq, i.deliveries, i.redelivery) for i in again] == [(1, 2, True), (2, 1, False)]
 
 
 # -- reclaim -------------------------------------------------------------------

@@ -21,7 +21,7 @@ from mediaflow.engine.reduce import (
     held_ids,
     initial_state,
     is_idle,
-    may_claim_locally,
+    local_room,
     reduce,
     wants,
 )
@@ -131,7 +131,9 @@ def test_redelivered_item_overtakes_younger_waiting_items() -> None:
 
 def test_duplicate_arrival_of_a_held_item_is_ignored() -> None:
     state, _ = run(fresh(), ItemsArrivedTick((item(ASR, 1), item(ASR, 2))))
-    state, commands = run(state, ItemsArrivedTick((item(ASR, 2),)))
+    # Our lease lapsed, the item was reclaimed and claimed by us again.
+    again = replace(item(ASR, 2), deliveries=2)
+    state, commands = run(state, ItemsArrivedTick((again,)))
     assert commands == []
     assert held_ids(state) == ["asr-1-1", "asr-2-1"]
 
@@ -217,16 +219,22 @@ def test_wants_reports_room_per_stream_and_one_for_a_source() -> None:
 
 def test_local_claim_needs_caught_up_room_and_no_pause() -> None:
     state = fresh()
-    assert not may_claim_locally(state, ASR)  # nothing proved yet
+    assert local_room(state, ASR) == 0  # nothing proved yet
     state, _ = run(state, ItemsArrivedTick((), drained=frozenset({ASR})))
-    assert may_claim_locally(state, ASR)
+    assert local_room(state, ASR) == 4
     state, _ = run(state, BacklogBehindTick(frozenset({ASR})))
-    assert not may_claim_locally(state, ASR)
+    assert local_room(state, ASR) == 0
     state, _ = run(state, ItemsArrivedTick((), drained=frozenset({ASR})))
-    full, _ = run(state, ItemsArrivedTick(tuple(item(ASR, s) for s in (1, 2, 3, 4))))
-    assert not may_claim_locally(full, ASR)
+    busy, _ = run(state, ItemsArrivedTick(tuple(item(ASR, s) for s in (1, 2, 3))))
+    assert local_room(busy, ASR) == 1
+    full, _ = run(busy, ItemsArrivedTick((item(ASR, 4),)))
+    assert local_room(full, ASR) == 0
     paused, _ = run(state, PauseTick("f"))
-    assert not may_claim_locally(paused, ASR)
+    assert local_room(paused, ASR) == 0
+    # A paused flow's empty claims prove nothing: it stays behind until resumed.
+    paused, _ = run(paused, ItemsArrivedTick((), drained=frozenset({ASR})))
+    resumed, _ = run(paused, ResumeTick("f"))
+    assert local_room(resumed, ASR) == 0
 
 
 # -- backlog ---------------------------------------------------------------------
@@ -305,4 +313,15 @@ def test_failure_while_stopping_releases_instead_of_retrying() -> None:
     state, _ = run(fresh(), ItemsArrivedTick((item(ASR, 1),)))
     state, _ = run(state, StopTick())
     _, commands = run(state, NodeFinishedTick(ASR, "asr-1-1", error="cancelled"))
-    assert commands == [ReleaseCommand(("asr-1-1",))]
+    assert commands == [ReleaseCommand(("asr-1-1",), started=True)]
+
+
+def test_a_resumed_run_drains_carefully_one_item_at_a_time() -> None:
+    state = initial_state(LIMITS, [CAM, ASR], [CAM], resumed=True)
+    assert state.careful == frozenset({ASR})
+    assert wants(state) == {CAM: 1, ASR: 1}
+    state, _ = run(state, ItemsArrivedTick((item(ASR, 1, deliveries=2),)))
+    assert wants(state) == {CAM: 1}  # the line holds only the running item
+    state, _ = run(state, NodeFinishedTick(ASR, "asr-1-2"))
+    state, _ = run(state, ItemsArrivedTick((), drained=frozenset({ASR})))
+    assert state.careful == frozenset() and local_room(state, ASR) == LIMITS.node_buffer

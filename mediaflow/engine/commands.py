@@ -33,9 +33,11 @@ class DeadLetterCommand:
 
 @dataclass(frozen=True)
 class ReleaseCommand:
-    """Hand items held in memory back to the queue unacked (on stop)."""
+    """Hand items held in memory back to the queue unacked (on stop). ``started``
+    False: they never ran, so their claim does not count as a delivery."""
 
     entry_ids: tuple[str, ...]
+    started: bool = False
     type: Literal["release"] = "release"
 
 

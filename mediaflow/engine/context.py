@@ -47,6 +47,9 @@ class RunContext:
     async def emit(self, port: str, value: Any) -> None:
         await self._runner.emit(self.node, port, value)
 
+    async def flush(self) -> None:
+        await self._runner.flush()
+
     async def save_artifact(
         self,
         data: bytes | Path | AsyncIterator[bytes],

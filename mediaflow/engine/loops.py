@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("mediaflow.engine")
 
 CLAIM_POLL_S = 0.05
-# Acks are batched: one transaction per ACK_BATCH items or per ACK_LINGER_S,
-# whichever comes first. An ack only frees the queue; delivery is not delayed.
+# Acks ride with emissions; alone, they wait up to ACK_LINGER_S (or ACK_BATCH
+# of them) for company. An ack only frees the queue; delivery is not delayed.
 ACK_BATCH = 256
 ACK_LINGER_S = 0.002
 LATEST_FLUSH_S = 0.5
@@ -39,12 +39,13 @@ class BackgroundLoops:
         self.runner = runner
         self.tasks: list[asyncio.Task[None]] = []
         self.queue_down = False
+        self.closing = False
 
     def start(self) -> None:
         lease_s = self.runner.settings.lease_ms / 1000
         self.tasks = [
             asyncio.create_task(self._guarded("claim", self.claim_once, 0.0)),
-            asyncio.create_task(self._guarded("ack", self.ack_once, 0.0)),
+            asyncio.create_task(self._guarded("commit", self.commit_once, 0.0)),
             asyncio.create_task(self._guarded("touch", self.touch_once, lease_s / 3)),
             asyncio.create_task(self._guarded("reclaim", self.reclaim_once, lease_s / 2)),
             asyncio.create_task(
@@ -56,6 +57,9 @@ class BackgroundLoops:
         ]
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: asyncio.wait_for in Python 3.11 can
+        # swallow a cancellation that races with its inner wait completing.
+        self.closing = True
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -65,7 +69,7 @@ class BackgroundLoops:
         self, name: str, step: Callable[[], Awaitable[None]], interval_s: float
     ) -> None:
         backoff = 0.25
-        while True:
+        while not self.closing:
             try:
                 await step()
                 backoff = 0.25
@@ -117,26 +121,17 @@ class BackgroundLoops:
         runner.on_claimed(items, drained)
         return bool(items)
 
-    async def ack_once(self) -> None:
+    async def commit_once(self) -> None:
+        """Group commit: emissions at once (readers wait for them), acks alone
+        after a short linger so they batch."""
         runner = self.runner
-        if not runner.pending_acks:
-            runner.acks_ready.clear()
-            await runner.acks_ready.wait()
-            if len(runner.pending_acks) < ACK_BATCH and not runner.stopping:
+        if not runner.has_unflushed():
+            runner.outbox_ready.clear()
+            await runner.outbox_ready.wait()
+            if not runner.outbox and len(runner.pending_acks) < ACK_BATCH:
                 await asyncio.sleep(ACK_LINGER_S)
             return
-        batch, runner.pending_acks = runner.pending_acks, []
-        try:
-            await runner.queue.ack(batch)
-        except QueueError:
-            # Keep them: an ack that did not land is retried, never forgotten.
-            runner.pending_acks[:0] = batch
-            raise
-
-    async def flush_acks(self) -> None:
-        """Ack everything buffered now (used on stop)."""
-        while self.runner.pending_acks:
-            await self.ack_once()
+        await runner.flush()
 
     async def touch_once(self) -> None:
         runner = self.runner
@@ -172,10 +167,11 @@ class BackgroundLoops:
 
     async def flush_latest_once(self) -> None:
         runner = self.runner
-        if runner.state_store is None or not runner.dirty_latest:
+        if not runner.dirty_latest:
             return
         batch, runner.dirty_latest = runner.dirty_latest, {}
-        await asyncio.to_thread(runner.state_store.put_latest, runner.spec.name, batch)
+        flow = runner.spec.name
+        await runner.queue.put_latest({(flow, node, port): v for (node, port), v in batch.items()})
 
     def write_jsonl(self, node: str, port: str, encoded: Any) -> None:
         stream = self.runner.jsonl

@@ -50,11 +50,20 @@ class Context(Protocol):
         ...
 
     async def emit(self, port: str, value: Any) -> None:
-        """Journal ``value`` on ``port`` for every reader; returns once it is durable.
+        """Journal ``value`` on ``port`` for every reader.
 
-        Raises :class:`~mediaflow.media.PortKindError` if ``value`` does not fit
-        the port, ``KeyError`` if the node has no such output port.
+        The value joins the process's next group commit, which lands within an
+        event-loop turn; readers receive it only after that. ``emit`` waits
+        when the group is full. If the process dies before the commit lands,
+        the value is lost with it, and a resumed source continues after the
+        last committed one (``latest``). Raises
+        :class:`~mediaflow.media.PortKindError` if ``value`` does not fit the
+        port, ``KeyError`` if the node has no such output port.
         """
+        ...
+
+    async def flush(self) -> None:
+        """Wait until everything this process emitted so far is durable."""
         ...
 
     async def save_artifact(

@@ -94,6 +94,9 @@ class EngineState:
     # Streams with nothing older waiting on disk: new emissions for them may be
     # claimed at enqueue without overtaking anything.
     caught_up: frozenset[StreamKey] = frozenset()
+    # Streams draining work a crashed process left: one item in memory at a
+    # time, acks committed before each start, until the stream catches up.
+    careful: frozenset[StreamKey] = frozenset()
 
     def with_nodes(
         self, nodes: Mapping[StreamKey, NodeState], steps: Mapping[str, int] | None = None
@@ -108,6 +111,7 @@ class EngineState:
             self.degraded,
             self.stopping,
             self.caught_up,
+            self.careful,
         )
 
 
@@ -115,13 +119,20 @@ Result = tuple[EngineState, list[Command]]
 
 
 def initial_state(
-    limits: Limits, streams: Iterable[StreamKey], sources: Iterable[StreamKey] = ()
+    limits: Limits,
+    streams: Iterable[StreamKey],
+    sources: Iterable[StreamKey] = (),
+    *,
+    resumed: bool = False,
 ) -> EngineState:
+    """The state of a runner that holds nothing yet. ``resumed``: the flow's last
+    run crashed, so every non-source stream starts careful."""
     source_set = set(sources)
     nodes = {s: NodeState(is_source=s in source_set) for s in streams}
     for s in source_set:
         nodes.setdefault(s, NodeState(is_source=True))
-    return EngineState(limits=limits, nodes=nodes)
+    careful = frozenset(s for s in nodes if s not in source_set) if resumed else frozenset()
+    return EngineState(limits=limits, nodes=nodes, careful=careful)
 
 
 def reduce(state: EngineState, tick: Tick, now: float) -> Result:
@@ -139,8 +150,10 @@ def reduce(state: EngineState, tick: Tick, now: float) -> Result:
             return _on_backlog_sampled(state, tick)
         case PauseTick(flow=flow):
             paused = state.paused | {flow}
+            # Work waits on disk while paused: nothing of the flow is caught up.
+            caught_up = frozenset(s for s in state.caught_up if s.flow != flow)
             event = PublishEventCommand("flow_paused", {"flow": flow})
-            return replace(state, paused=paused), [event]
+            return replace(state, paused=paused, caught_up=caught_up), [event]
         case ResumeTick(flow=flow):
             steps = {f: n for f, n in state.steps.items() if f != flow}
             resumed = replace(state, paused=state.paused - {flow}, steps=steps)
@@ -178,22 +191,28 @@ def wants(state: EngineState, *, caught_up_too: bool = False) -> dict[StreamKey,
             if node.held == 0:
                 room[stream] = 1
             continue
-        free = state.limits.node_buffer - node.held
+        free = _line_limit(state, stream) - node.held
         if free >= low_water or (free > 0 and node.held == 0):
             room[stream] = free
     return room
 
 
-def may_claim_locally(state: EngineState, stream: StreamKey) -> bool:
-    """Whether an emission for ``stream`` may be claimed for this process at enqueue.
-
-    Only if its reader has nothing older waiting on disk (else the new item
-    would overtake it), is not paused, and has room in its bounded line.
+def local_room(state: EngineState, stream: StreamKey) -> int:
+    """How many new emissions for ``stream`` may be claimed for this process at
+    enqueue: room in its line, but none if older work of the stream waits on
+    disk (a new item would overtake it), its flow is paused, or we are stopping.
     """
     if stream not in state.caught_up or stream.flow in state.paused or state.stopping:
-        return False
+        return 0
     node = state.nodes.get(stream)
-    return node is not None and node.held < state.limits.node_buffer
+    return 0 if node is None else max(0, _line_limit(state, stream) - node.held)
+
+
+def _line_limit(state: EngineState, stream: StreamKey) -> int:
+    # A careful stream holds only the item it runs: after a crash, a claim
+    # counts a delivery, and items waiting in memory when the process died
+    # again would be counted without having run.
+    return 1 if stream in state.careful else state.limits.node_buffer
 
 
 def held_ids(state: EngineState) -> list[str]:
@@ -238,8 +257,10 @@ def _on_items_arrived(state: EngineState, tick: ItemsArrivedTick, now: float) ->
     nodes = dict(state.nodes)
     commands: list[Command] = []
     touched: set[StreamKey] = set()
-    if tick.drained:
-        state = replace(state, caught_up=state.caught_up | tick.drained)
+    # A paused flow's claims come back empty whatever waits on disk: they prove nothing.
+    drained = frozenset(s for s in tick.drained if s.flow not in state.paused)
+    if drained:
+        state = replace(state, caught_up=state.caught_up | drained, careful=state.careful - drained)
     for item in tick.items:
         node = nodes.get(item.stream)
         if node is None:
@@ -247,10 +268,13 @@ def _on_items_arrived(state: EngineState, tick: ItemsArrivedTick, now: float) ->
             commands.extend(_dropped(item, reason, 0))
         elif state.stopping:
             commands.append(ReleaseCommand((item.entry_id,)))
-        elif node.holds(item.entry_id):
+        elif item.deliveries > 1 and node.holds(item.entry_id):
             # Claimed again after our lease lapsed: we already have it in line.
+            # (Only a redelivery can be a duplicate; the check is a scan.)
             continue
-        elif item.deliveries > state.limits.max_deliveries:
+        elif item.deliveries > state.limits.max_deliveries and not node.is_source:
+            # Sources are resumed, never dead-lettered: their item is redelivered
+            # whenever any crash ends the process, whoever caused it.
             reason = (
                 f"delivered {item.deliveries} times "
                 f"(MEDIAFLOW_MAX_DELIVERIES={state.limits.max_deliveries})"
@@ -291,7 +315,7 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
     elif node.attempt >= state.limits.max_attempts or state.stopping:
         if state.stopping:
             # Shutting down: leave the item for the next run instead of burning attempts.
-            commands.append(ReleaseCommand((item.entry_id,)))
+            commands.append(ReleaseCommand((item.entry_id,), started=True))
         else:
             commands.extend(_dropped(item, tick.error, node.attempt))
         node = replace(node, running=None, attempt=0, retry_at=None)

@@ -44,7 +44,7 @@ from mediaflow.engine.reduce import (
     EngineState,
     Limits,
     initial_state,
-    may_claim_locally,
+    local_room,
     reduce,
 )
 from mediaflow.engine.state_store import StateStore
@@ -62,6 +62,12 @@ from mediaflow.queue.contract import NewItem, StreamKey, WorkItem, WorkQueue
 from mediaflow.store import ArtifactStore
 
 log = logging.getLogger("mediaflow.engine")
+
+# A group commit holds at most this many emissions; an emitter that fills it
+# waits for the commit (backpressure instead of unbounded memory).
+OUTBOX_LIMIT = 512
+# A source in a tight loop yields to the event loop every this many emissions.
+YIELD_EVERY = 16
 
 
 def limits_from(settings: EngineSettings) -> Limits:
@@ -90,6 +96,7 @@ class FlowRunner:
         bus: EventBus | None = None,
         jsonl: TextIO | None = None,
         state_store: StateStore | None = None,
+        resumed: bool = False,
     ) -> None:
         self.spec = spec
         self.state_store = state_store
@@ -112,17 +119,25 @@ class FlowRunner:
             route.append((stream, edge.target.port))
         streams = [StreamKey(spec.name, node_id) for node_id in spec.nodes]
         sources = [StreamKey(spec.name, n.id) for n in spec.sources()]
-        self.state: EngineState = initial_state(limits_from(self.settings), streams, sources)
+        self.state: EngineState = initial_state(
+            limits_from(self.settings), streams, sources, resumed=resumed
+        )
         # Bumped when an emission for a stream is left unclaimed on disk: a claim that
         # started before the bump cannot prove the stream is caught up.
         self._behind_epoch: dict[StreamKey, int] = {}
         self.pending_acks: list[str] = []
-        self.acks_ready = asyncio.Event()
         self.room_ready = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.node_tasks: dict[StreamKey, asyncio.Task[None]] = {}
         self.loops = BackgroundLoops(self)
         self.finished_items = 0
+        # Emissions waiting for the next group commit (bounded by OUTBOX_LIMIT).
+        self.outbox: list[tuple[StreamKey, dict[str, Any]]] = []
+        self.outbox_latest: dict[tuple[str, str, str], Any] = {}
+        self.outbox_ready = asyncio.Event()
+        self._flush_lock = asyncio.Lock()
+        self._unyielded = 0
+        self._next_item: dict[StreamKey, tuple[WorkItem, int]] = {}
 
     # -- ticks in, commands out -------------------------------------------------
 
@@ -134,17 +149,22 @@ class FlowRunner:
 
     def _apply(self, command: Command) -> None:
         match command:
-            case StartNodeCommand():
-                task = asyncio.create_task(self._run_node(command.item, command.attempt))
-                self.node_tasks[command.item.stream] = task
+            case StartNodeCommand(item=item, attempt=attempt):
+                if asyncio.current_task() is self.node_tasks.get(item.stream):
+                    # The node's own task is finishing its previous item: it
+                    # carries on with this one, no new task and no loop turn.
+                    self._next_item[item.stream] = (item, attempt)
+                else:
+                    task = asyncio.create_task(self._run_node(item, attempt))
+                    self.node_tasks[item.stream] = task
             case AckCommand(entry_id=entry_id):
                 self.pending_acks.append(entry_id)
-                self.acks_ready.set()
+                self.outbox_ready.set()
             case DeadLetterCommand(item=item, reason=reason):
                 self.spawn(self.queue.dead_letter(item, reason))
                 self.room_ready.set()
-            case ReleaseCommand(entry_ids=ids):
-                self.spawn(self.queue.release(list(ids)))
+            case ReleaseCommand(entry_ids=ids, started=started):
+                self.spawn(self.queue.release(list(ids), started=started))
             case WakeAtCommand(at=at):
                 asyncio.get_running_loop().call_at(at, self.dispatch, TimerTick())
             case PublishEventCommand(event_type=event_type, data=data):
@@ -174,6 +194,22 @@ class FlowRunner:
     # -- running nodes ----------------------------------------------------------
 
     async def _run_node(self, item: WorkItem, attempt: int) -> None:
+        """Run ``item`` and then, in the same task, whatever the reducer starts
+        next on this node; yields to other tasks every few items."""
+        stream = item.stream
+        streak = 0
+        while True:
+            await self._run_item(item, attempt)
+            next_item = self._next_item.pop(stream, None)
+            if next_item is None:
+                return
+            item, attempt = next_item
+            streak += 1
+            if streak >= YIELD_EVERY:
+                streak = 0
+                await asyncio.sleep(0)
+
+    async def _run_item(self, item: WorkItem, attempt: int) -> None:
         node_id = item.stream.node
         node = self.nodes[node_id]
         is_source = item.kind == "source"
@@ -190,6 +226,12 @@ class FlowRunner:
             self.latency.record(node_id, time.time() - payload["at"])
         error: str | None = None
         try:
+            if self.pending_acks and (item.deliveries > 1 or item.stream in self.state.careful):
+                # After a crash: commit the acks of finished items before the
+                # next one runs, so if it kills the process again only it is
+                # delivered once more (MAX_DELIVERIES counts attempts, not
+                # acks lost with the process).
+                await self.flush()
             outputs = await node.run(RunContext(self, node_id, inputs, info))
             if outputs:
                 for port, value in outputs.items():
@@ -222,9 +264,13 @@ class FlowRunner:
     async def emit(self, node_id: str, port: str, value: Any) -> None:
         """Journal ``value`` emitted by ``node_id`` on ``port`` for every reader.
 
-        Returns once the items are durable. Raises ``KeyError`` for an unknown
-        port and :class:`~mediaflow.media.PortKindError` for a value of the
-        wrong kind, before anything is written.
+        The value joins this process's next group commit (one transaction for
+        every emission of an event-loop turn, the acks of finished items and
+        the latest values); readers receive it once that commit has landed.
+        ``emit`` waits only when the group is full (:data:`OUTBOX_LIMIT`);
+        ``flush`` waits for the commit itself. Raises ``KeyError`` for an
+        unknown port and :class:`~mediaflow.media.PortKindError` for a value of
+        the wrong kind, before anything is journaled.
         """
         kinds = self.spec.nodes[node_id].output_kinds
         if port not in kinds:
@@ -234,38 +280,92 @@ class FlowRunner:
         encoded = encode_value(check_port_value(node_id, port, kinds[port], value))
         key = (node_id, port)
         self.latest_values[key] = encoded
-        self.dirty_latest[key] = encoded
         if self.jsonl is not None:
             self.loops.write_jsonl(node_id, port, encoded)
         route = self.routes.get(key)
         if not route:
+            # Nobody reads it: only the state keeps it, flushed in batches.
+            self.dirty_latest[key] = encoded
+        else:
+            now = time.time()
+            source = f"{node_id}.{port}"
+            for stream, target_port in route:
+                payload = {"src": source, "port": target_port, "value": encoded, "at": now}
+                self.outbox.append((stream, payload))
+            # The state moves with the journal: a resumed source continues
+            # exactly after its last committed value.
+            self.outbox_latest[(self.spec.name, node_id, port)] = encoded
+            self.outbox_ready.set()
+            if len(self.outbox) >= OUTBOX_LIMIT:
+                await self.flush()
+                return
+        # The embedded queue commits without suspending, so a source in a tight
+        # loop would starve the commit and the readers: yield every few values.
+        self._unyielded += 1
+        if self._unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            await asyncio.sleep(0)
+
+    async def flush(self) -> None:
+        """Commit every emission and ack buffered so far; returns once durable.
+
+        Raises :class:`~mediaflow.queue.contract.QueueError` if the queue fails;
+        the buffered work stays buffered for the next attempt.
+        """
+        async with self._flush_lock:
+            if not self.outbox and not self.pending_acks and not self.outbox_latest:
+                return
+            batch, self.outbox = self.outbox, []
+            latest, self.outbox_latest = self.outbox_latest, {}
+            acks, self.pending_acks = self.pending_acks, []
+            try:
+                await self._commit(batch, latest, acks)
+            except BaseException:
+                self.outbox[:0] = batch
+                self.outbox_latest = {**latest, **self.outbox_latest}
+                self.pending_acks[:0] = acks
+                raise
+
+    async def _commit(
+        self,
+        batch: list[tuple[StreamKey, dict[str, Any]]],
+        latest: dict[tuple[str, str, str], Any],
+        acks: list[str],
+    ) -> None:
+        if not batch:
+            if acks:
+                await self.queue.ack(acks)
+            if latest:
+                await self.queue.put_latest(latest)
             return
-        now = time.time()
-        source = f"{node_id}.{port}"
         state = self.state
-        behind: list[StreamKey] = []
+        room: dict[StreamKey, int] = {}
+        behind: set[StreamKey] = set()
         items = []
-        for stream, target_port in route:
-            claim = may_claim_locally(state, stream)
-            if not claim:
-                behind.append(stream)
-            payload = {"src": source, "port": target_port, "value": encoded, "at": now}
+        for stream, payload in batch:
+            if stream not in room:
+                room[stream] = local_room(state, stream)
+            claim = stream not in behind and room[stream] > 0
+            if claim:
+                room[stream] -= 1
+            else:
+                behind.add(stream)
             items.append(NewItem(stream, "emission", payload, claim=claim))
         if behind:
             self.mark_behind(frozenset(behind))
-        stored = await self.queue.enqueue(items, claim_for=self.consumer)
+        stored = await self.queue.enqueue(items, claim_for=self.consumer, ack=acks, latest=latest)
         claimed = tuple(item for item in stored if item.deliveries > 0)
         if len(claimed) < len(stored):
             # The queue keeps an item ready when older work of its stream is
             # (another process's, say): that stream is behind too.
-            refused = {i.stream for i in stored if i.deliveries == 0} - set(behind)
+            refused = {i.stream for i in stored if i.deliveries == 0} - behind
             if refused:
                 self.mark_behind(frozenset(refused))
         if claimed:
             self.dispatch(ItemsArrivedTick(claimed))
-        # The embedded queue commits without suspending, so a source in a tight
-        # loop would starve the nodes reading it: yield once per emission.
-        await asyncio.sleep(0)
+
+    def has_unflushed(self) -> bool:
+        return bool(self.outbox or self.pending_acks or self.outbox_latest)
 
     def behind_epoch(self, stream: StreamKey) -> int:
         return self._behind_epoch.get(stream, 0)

@@ -125,6 +125,8 @@ class FlowSession:
         queue = self._queue or open_queue(self.queue_url, self.data_dir)
         store = ArtifactStore(self.data_dir)
         state_store = await asyncio.to_thread(StateStore, self.data_dir)
+        last = await asyncio.to_thread(state_store.last_run, self.spec.name)
+        crashed = last if last is not None and not last.ended else None
         runner = FlowRunner(
             self.spec,
             queue=queue,
@@ -134,24 +136,23 @@ class FlowSession:
             bus=self.bus,
             jsonl=self._jsonl,
             state_store=state_store,
+            resumed=crashed is not None,
         )
         self.runner = runner
-        runner.latest_values.update(await asyncio.to_thread(state_store.latest, self.spec.name))
-        last = await asyncio.to_thread(state_store.last_run, self.spec.name)
-        lease_s = self.settings.lease_ms / 1000
-        if last is not None and not last.ended:
-            if owner_alive(last.owner, last.heartbeat_at, lease_s):
+        if crashed is not None:
+            if owner_alive(crashed.owner, crashed.heartbeat_at, self.settings.lease_ms / 1000):
                 await self._close_backends()
                 raise FlowAlreadyRunning(
-                    f"flow {self.spec.name!r} is already running (owner {last.owner}); "
+                    f"flow {self.spec.name!r} is already running (owner {crashed.owner}); "
                     "stop it first, or add executors with `mediaflow worker`"
                 )
-            await self._adopt(last)
+            await self._adopt(crashed)
         else:
             self.run_id = uuid.uuid4().hex
             await asyncio.to_thread(
                 state_store.start_run, self.run_id, self.spec.name, runner.consumer
             )
+        runner.latest_values.update(await queue.latest(self.spec.name))
         runner.run_id = self.run_id
         for node_id, node_spec in self.spec.nodes.items():
             node = node_spec.factory()
@@ -210,7 +211,7 @@ class FlowSession:
         return self._stopped
 
     async def _idle(self, runner: FlowRunner) -> bool:
-        if not is_idle(runner.state) or runner.pending_acks or runner.has_effects():
+        if not is_idle(runner.state) or runner.has_unflushed() or runner.has_effects():
             return False
         backlog = await runner.queue.backlog_flows()
         # Re-check: work may have arrived while the queue answered.
@@ -245,7 +246,7 @@ class FlowSession:
         runner.dispatch(StopTick())
         await self._finish_tasks(runner)
         await runner.drain_effects()
-        await runner.loops.flush_acks()
+        await runner.flush()
         await runner.loops.flush_latest_once()
         await runner.loops.stop()
         assert runner.state_store is not None

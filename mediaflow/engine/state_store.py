@@ -1,9 +1,7 @@
-"""Flow state: the latest value per port, and a record per run.
+"""Run records: one per run of a flow, in ``state.sqlite3``.
 
-The latest value answers "what is the camera showing now"; it is *not* how
-values reach consumers (the queue carries every emission). The runner keeps
-latest values in memory and flushes them here in batches, so a busy source
-costs one write per flush, not one per chunk.
+(The latest value per port lives with the work queue, written in the same
+transaction as the emission that carries it.)
 
 A run record says whether the last run of a flow ended cleanly. A run that
 did not (the process was killed) is *resumed* by the next ``mediaflow run``:
@@ -14,21 +12,13 @@ Blocking SQLite calls; the runner calls them through ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS latest (
-    flow TEXT NOT NULL, node TEXT NOT NULL, port TEXT NOT NULL,
-    value TEXT NOT NULL, updated_at REAL NOT NULL,
-    PRIMARY KEY (flow, node, port)
-);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, flow TEXT NOT NULL, owner TEXT NOT NULL,
     started_at REAL NOT NULL, heartbeat_at REAL NOT NULL,
@@ -64,28 +54,6 @@ class StateStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-
-    def put_latest(self, flow: str, values: Mapping[tuple[str, str], Any]) -> None:
-        """Record the newest value of each (node, port); values must be JSON-ready."""
-        now = time.time()
-        rows = [
-            (flow, node, port, json.dumps(value, separators=(",", ":")), now)
-            for (node, port), value in values.items()
-        ]
-        with self._lock, self._db:
-            self._db.executemany(
-                "INSERT INTO latest (flow, node, port, value, updated_at) VALUES (?,?,?,?,?) "
-                "ON CONFLICT (flow, node, port) DO UPDATE SET value=excluded.value, "
-                "updated_at=excluded.updated_at",
-                rows,
-            )
-
-    def latest(self, flow: str) -> dict[tuple[str, str], Any]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT node, port, value FROM latest WHERE flow=?", (flow,)
-            ).fetchall()
-        return {(node, port): json.loads(value) for node, port, value in rows}
 
     def last_run(self, flow: str) -> RunRecord | None:
         with self._lock:

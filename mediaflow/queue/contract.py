@@ -123,19 +123,34 @@ class WorkQueue(Protocol):
     """The operations the engine needs from a durable work queue."""
 
     async def enqueue(
-        self, items: Sequence[NewItem], *, claim_for: str | None = None
+        self,
+        items: Sequence[NewItem],
+        *,
+        claim_for: str | None = None,
+        ack: Sequence[str] = (),
+        latest: Mapping[tuple[str, str, str], Any] | None = None,
     ) -> list[WorkItem]:
         """Append ``items`` atomically (all or none) and return them as stored.
 
-        With ``claim_for``, items without a delay are claimed for that consumer
-        in the same transaction (one delivery counted), so a consumer that is
-        idle receives them without a second round trip. Claiming them must not
-        break the stream's order, so items stay ready instead (for any claimer)
-        when their flow is parked or older items of their stream are ready.
-        The caller tells them apart by ``deliveries``: 1 is claimed for
-        ``claim_for``, 0 is not (delayed items are never claimed here).
+        With ``claim_for``, an item is claimed for that consumer in the same
+        transaction (``deliveries`` 1 in the result; 0 means it was left
+        ready) unless its ``claim`` is False, its flow is parked, or older
+        items of its stream are ready (it must not overtake them). ``ack``
+        acknowledges finished items in the same transaction (as :meth:`ack`
+        would, without a second commit); ``latest`` records, in the same
+        transaction, the newest value per ``(flow, node, port)`` (see
+        :meth:`put_latest`), so a resumed source knows exactly where it was.
         Returns after the items are durable.
         """
+        ...
+
+    async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
+        """Record the newest JSON value of each ``(flow, node, port)``: the flow's
+        state ("what is the camera showing now"), not a delivery path."""
+        ...
+
+    async def latest(self, flow: str) -> dict[tuple[str, str], Any]:
+        """The newest recorded value of each ``(node, port)`` of ``flow``."""
         ...
 
     async def claim(
@@ -173,13 +188,20 @@ class WorkQueue(Protocol):
         """
         ...
 
-    async def release(self, entry_ids: Sequence[str]) -> int:
-        """Hand back items this consumer holds without acking, e.g. on a clean shutdown."""
+    async def release(self, entry_ids: Sequence[str], *, started: bool = True) -> int:
+        """Hand back items without acking, e.g. on a clean shutdown.
+
+        With ``started`` False the items were claimed but never run (they waited
+        in a node's line), so the delivery their claim counted is taken back:
+        ``deliveries`` feeds the poison-item limit and must count real attempts.
+        """
         ...
 
     async def release_consumer(self, consumer: str) -> int:
         """Hand back every item ``consumer`` holds, now (it is known to be dead,
-        e.g. a killed process on this host); the next claim counts a redelivery."""
+        e.g. a killed process on this host); the next claim counts a redelivery.
+        Every delivery stays counted: nothing tells which items the dead
+        consumer had started."""
         ...
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:

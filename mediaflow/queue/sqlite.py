@@ -17,10 +17,11 @@ to a worker thread while another process holds it (see
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import (
@@ -107,22 +108,51 @@ class SqliteQueue:
     # -- enqueue and claim ---------------------------------------------------
 
     async def enqueue(
-        self, items: Sequence[NewItem], *, claim_for: str | None = None
+        self,
+        items: Sequence[NewItem],
+        *,
+        claim_for: str | None = None,
+        ack: Sequence[str] = (),
+        latest: Mapping[tuple[str, str, str], Any] | None = None,
     ) -> list[WorkItem]:
         """See :meth:`WorkQueue.enqueue`. Raises ``TypeError`` or ``ValueError``,
         before writing anything, if a payload is not JSON-serialisable."""
         if not items:
+            if ack:
+                await self.ack(ack)
+            if latest:
+                await self.put_latest(latest)
             return []
+        latest_rows = _latest_rows(latest)
         payloads = [
             dumps(item.payload if isinstance(item.payload, dict) else dict(item.payload))
             for item in items
         ]
-        stored = await self._db.run(self._tx.enqueue, items, payloads, claim_for, time.time())
+        stored = await self._db.run(
+            self._tx.enqueue,
+            items,
+            payloads,
+            claim_for,
+            time.time(),
+            _parse_ids(ack),
+            latest_rows,
+        )
         for item in stored:
             if item.deliveries == 0:  # ready (or delayed): a waiting claim may want it
                 self._made_claimable()
                 break
         return stored
+
+    async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
+        """See :meth:`WorkQueue.put_latest`."""
+        rows = _latest_rows(latest)
+        if rows:
+            await self._db.run(self._tx.write_many, sql.PUT_LATEST, rows)
+
+    async def latest(self, flow: str) -> dict[tuple[str, str], Any]:
+        """See :meth:`WorkQueue.latest`."""
+        rows = await self._db.run(self._tx.read_all, sql.LATEST_OF_FLOW, (flow,))
+        return {(node, port): json.loads(value) for node, port, value in rows}
 
     async def claim(
         self,
@@ -186,14 +216,15 @@ class SqliteQueue:
         rows = [(now, i, consumer) for (i,) in ids]
         return await self._db.run(self._tx.write_many, sql.TOUCH, rows)
 
-    async def release(self, entry_ids: Sequence[str]) -> int:
+    async def release(self, entry_ids: Sequence[str], *, started: bool = True) -> int:
         """See :meth:`WorkQueue.release`. Pending items (whoever holds them) become
-        ready and keep their place by id; ``deliveries`` stays, the next claim adds
-        one. Returns how many were pending."""
+        ready and keep their place by id; ``deliveries`` stays (the next claim adds
+        one) unless ``started`` is False. Returns how many were pending."""
         ids = _parse_ids(entry_ids)
         if not ids:
             return 0
-        released = await self._db.run(self._tx.write_many, sql.RELEASE, ids)
+        statement = sql.RELEASE if started else sql.RELEASE_UNSTARTED
+        released = await self._db.run(self._tx.write_many, statement, ids)
         if released:
             self._made_claimable()
         return released
@@ -201,7 +232,7 @@ class SqliteQueue:
     async def release_consumer(self, consumer: str) -> int:
         """See :meth:`WorkQueue.release_consumer`: every item ``consumer`` holds
         becomes ready, keeping its place by id; returns how many."""
-        released = await self._db.run(self._tx.write_many, sql.RELEASE_CONSUMER, [(consumer,)])
+        released = await self._db.run(self._tx.release_consumer, consumer)
         if released:
             self._made_claimable()
         return released
@@ -295,6 +326,14 @@ class SqliteQueue:
         await self._db.close()
         for waiter in self._waiters:
             _wake(waiter)
+
+
+def _latest_rows(
+    latest: Mapping[tuple[str, str, str], Any] | None,
+) -> list[tuple[str, str, str, str]]:
+    if not latest:
+        return []
+    return [(flow, node, port, dumps(value)) for (flow, node, port), value in latest.items()]
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

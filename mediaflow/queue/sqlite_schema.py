@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 SEQ_BITS: Final = 44
 MAX_SEQ: Final = (1 << SEQ_BITS) - 1
@@ -80,7 +80,20 @@ CREATE TABLE IF NOT EXISTS counters (
     redelivered INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO counters (id) VALUES (1);
+CREATE TABLE IF NOT EXISTS latest (
+    flow TEXT NOT NULL,
+    node TEXT NOT NULL,
+    port TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (flow, node, port)
+) WITHOUT ROWID;
 """
+
+PUT_LATEST: Final = (
+    "INSERT INTO latest (flow, node, port, value) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (flow, node, port) DO UPDATE SET value = excluded.value"
+)
+LATEST_OF_FLOW: Final = "SELECT node, port, value FROM latest WHERE flow = ?"
 
 ADD_STREAM: Final = "INSERT OR IGNORE INTO streams (flow, node, next_seq) VALUES (?, ?, 1)"
 STREAM_ID: Final = "SELECT id FROM streams WHERE flow = ? AND node = ?"
@@ -122,6 +135,10 @@ ACK: Final = "DELETE FROM items WHERE id = ? AND state = 1"
 DELETE_ITEM: Final = "DELETE FROM items WHERE id = ?"
 TOUCH: Final = "UPDATE items SET touched_at = ? WHERE id = ? AND state = 1 AND consumer = ?"
 RELEASE: Final = "UPDATE items SET state = 0, consumer = NULL WHERE id = ? AND state = 1"
+RELEASE_UNSTARTED: Final = (
+    "UPDATE items SET state = 0, consumer = NULL, deliveries = MAX(deliveries - 1, 0) "
+    "WHERE id = ? AND state = 1"
+)
 RELEASE_CONSUMER: Final = (
     "UPDATE items SET state = 0, consumer = NULL WHERE state = 1 AND consumer = ?"
 )

@@ -102,7 +102,13 @@ class Transactions:
     # -- enqueue and claim ---------------------------------------------------
 
     def enqueue(
-        self, items: Sequence[NewItem], payloads: Sequence[str], claim_for: str | None, now: float
+        self,
+        items: Sequence[NewItem],
+        payloads: Sequence[str],
+        claim_for: str | None,
+        now: float,
+        ack: Sequence[tuple[int]] = (),
+        latest: Sequence[tuple[str, str, str, str]] = (),
     ) -> list[WorkItem]:
         # stream -> [canonical key, first id of the stream, next seq, claim at once?]
         plan: dict[StreamKey, list[Any]] = {}
@@ -132,6 +138,13 @@ class Transactions:
                 stored.append(
                     WorkItem(str(lo + seq), key, item.kind, item.payload, seq, deliveries, now)
                 )
+            if ack:
+                self._keep_floors(ack)
+                cur.executemany(sql.ACK, ack)
+                if cur.rowcount:
+                    cur.execute(sql.ADD_ACKED, (cur.rowcount,))
+            if latest:
+                cur.executemany(sql.PUT_LATEST, latest)
         for key, sid in fresh:
             self._remember(key, sid)
         return stored
@@ -199,6 +212,9 @@ class Transactions:
             version = self.version()
         return claimed, version
 
+    def read_all(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return list(self.db.cursor.execute(statement, params).fetchall())
+
     def version(self) -> Version:
         return self.db.cursor.execute("PRAGMA data_version").fetchone()[0], self.local_changes
 
@@ -212,6 +228,11 @@ class Transactions:
             if acked:
                 cur.execute(sql.ADD_ACKED, (acked,))
         return acked
+
+    def release_consumer(self, consumer: str) -> int:
+        with self.db.write as cur:
+            cur.execute(sql.RELEASE_CONSUMER, (consumer,))
+            return cur.rowcount
 
     def write_many(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run ``statement`` once per row in one transaction; return the rows changed."""
