@@ -1,1 +1,31 @@
-"""Flow-facing sources: camera, microphone, file replay, network URL."""
+"""Flow-facing sources: camera, microphone, file replay, network URL.
+
+Each connector is a source node (``connector = "camera"`` in a flow file) that turns
+a device from :mod:`devices` into emissions: JPEGs and video segments, WAV chunks.
+The pieces, one seam each:
+
+- ``camera``, ``microphone``, ``file``, ``url``: the nodes, thin (options and ports);
+- ``_connector``: the shared node shell (open in ``setup``, publish in ``run``);
+- ``_video`` / ``_audio``: the capture loops that decide what gets published;
+- ``_lanes``: encoding threads behind bounded hand-offs (skip at the capture edge);
+- ``_jpeg`` / ``_segments``: JPEG from YUV planes; fMP4/WebM segments;
+- ``_reconnect``: unplug, backoff, replug; ``_timeline``: pts, gaps and ``seq``;
+- ``_publish``: save, stamp the meta, emit; report counters as events.
+
+The engine reaches this package only through the connector registry; ``mediaflow
+devices`` reaches the device listing through :func:`describe_devices`.
+"""
+
+from connectors.camera import CameraConnector
+from connectors.file import FileConnector
+from connectors.microphone import MicrophoneConnector
+from connectors.url import UrlConnector
+from devices import describe_devices
+
+__all__ = [
+    "CameraConnector",
+    "FileConnector",
+    "MicrophoneConnector",
+    "UrlConnector",
+    "describe_devices",
+]
