@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mediaflow import cli_devices, cli_serve
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
@@ -68,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help='write one line per emitted value to stdout: {"node", "port", "value"}',
     )
+    cli_serve.add_server_options(run, port_default=None)
     _add_data(run)
+    cli_serve.add_parser(sub, parents=[common])
+    cli_devices.add_parser(sub, parents=[common])
     return parser
 
 
@@ -115,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return asyncio.run(_run(args))
+        if args.command == cli_serve.COMMAND:
+            return cli_serve.run(args)
+        if args.command == cli_devices.COMMAND:
+            return cli_devices.run(args)
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command!r}")
@@ -142,6 +150,14 @@ async def _run(args: argparse.Namespace) -> int:
     except (QueueError, OSError) as exc:
         print(f"mediaflow: cannot start flow {spec.name!r}: {exc}", file=sys.stderr)
         return 1
+    served = None
+    if args.port is not None:
+        try:
+            served = await cli_serve.serve_session(session, args.host, args.port)
+        except (ConfigError, OSError) as exc:
+            await session.stop("error")
+            print(f"mediaflow: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            return 1
     log.info(
         "running flow %r (%d nodes, run %s) with data in %s",
         spec.name,
@@ -159,6 +175,8 @@ async def _run(args: argparse.Namespace) -> int:
     reason = waiter.result() if waiter in done else "signal"
     waiter.cancel()
     signalled.cancel()
+    if served is not None:
+        await served.close()
     outcome = await session.stop(reason)
     logger.cancel()
     _summarise(outcome)

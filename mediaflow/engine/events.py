@@ -37,8 +37,50 @@ ENGINE_EVENT_TYPES = frozenset(
         "flow_paused",
         "flow_resumed",
         "events_dropped",
+        "latest",
     }
 )
+
+
+class LatestThrottle:
+    """Publishes ``latest`` events (the newest value per port, for live views) at
+    most ``per_second`` times per port, always ending a burst with its last value.
+
+    Call :meth:`offer` on the event loop for every emitted value; it costs a dict
+    lookup unless an event is due.
+    """
+
+    def __init__(self, bus: EventBus, flow: str, per_second: float = 10.0) -> None:
+        self._bus = bus
+        self._flow = flow
+        self._interval = 1.0 / per_second
+        self._last_sent: dict[tuple[str, str], float] = {}
+        self._pending: dict[tuple[str, str], Any] = {}
+
+    def offer(self, node: str, port: str, value: Any) -> None:
+        key = (node, port)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due = self._last_sent.get(key, -1e9) + self._interval
+        if now >= due and key not in self._pending:
+            self._send(key, value, now)
+            return
+        if key not in self._pending:
+            loop.call_at(due, self._flush, key)
+        self._pending[key] = value
+
+    def _flush(self, key: tuple[str, str]) -> None:
+        if key in self._pending:
+            self._send(key, self._pending.pop(key), asyncio.get_running_loop().time())
+
+    def _send(self, key: tuple[str, str], value: Any, now: float) -> None:
+        self._last_sent[key] = now
+        node, port = key
+        if isinstance(value, dict) and "$ref" in value:
+            value = value["$ref"]
+        self._bus.publish(
+            "latest", {"flow": self._flow, "node": node, "port": port, "value": value}, replay=False
+        )
 
 
 @dataclass(frozen=True)
@@ -118,10 +160,16 @@ class EventBus:
     def last_id(self) -> int:
         return self._next_id - 1
 
-    def publish(self, event_type: str, data: Mapping[str, Any] | None = None) -> Event:
+    def publish(
+        self, event_type: str, data: Mapping[str, Any] | None = None, *, replay: bool = True
+    ) -> Event:
+        """Publish an event. ``replay=False`` keeps it out of the resume ring (for
+        frequent, superseded events such as ``latest`` that would push out the
+        ones a reconnecting reader needs)."""
         event = Event(self._next_id, event_type, time.time(), data or {})
         self._next_id += 1
-        self._ring.append(event)
+        if replay:
+            self._ring.append(event)
         self.counts[event_type] = self.counts.get(event_type, 0) + 1
         for subscriber in tuple(self._subscribers):
             subscriber._offer(event)

@@ -9,6 +9,7 @@ loops fetch facts and feed them to the runner as ticks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -123,14 +124,16 @@ class BackgroundLoops:
 
     async def commit_once(self) -> None:
         """Group commit: emissions at once (readers wait for them), acks alone
-        after a short linger so they batch."""
+        after a short linger so they batch. A new emission ends the linger."""
         runner = self.runner
         if not runner.has_unflushed():
             runner.outbox_ready.clear()
             await runner.outbox_ready.wait()
-            if not runner.outbox and len(runner.pending_acks) < ACK_BATCH:
-                await asyncio.sleep(ACK_LINGER_S)
             return
+        if not runner.outbox and len(runner.pending_acks) < ACK_BATCH:
+            runner.emissions_ready.clear()
+            with contextlib.suppress(TimeoutError):  # the linger simply ended
+                await asyncio.wait_for(runner.emissions_ready.wait(), ACK_LINGER_S)
         await runner.flush()
 
     async def touch_once(self) -> None:

@@ -37,7 +37,7 @@ from mediaflow.engine.commands import (
     WakeAtCommand,
 )
 from mediaflow.engine.context import RunContext
-from mediaflow.engine.events import EventBus
+from mediaflow.engine.events import EventBus, LatestThrottle
 from mediaflow.engine.loops import BackgroundLoops
 from mediaflow.engine.node import ItemInfo, Node
 from mediaflow.engine.reduce import (
@@ -111,6 +111,7 @@ class FlowRunner:
         self.latest_values: dict[tuple[str, str], Any] = {}
         self.dirty_latest: dict[tuple[str, str], Any] = {}
         self.latency = LatencyWindow()
+        self.latest_events = LatestThrottle(self.bus, spec.name)
         self.nodes: dict[str, Node] = {}
         self.routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
         for edge in spec.edges:
@@ -134,7 +135,8 @@ class FlowRunner:
         # Emissions waiting for the next group commit (bounded by OUTBOX_LIMIT).
         self.outbox: list[tuple[StreamKey, dict[str, Any]]] = []
         self.outbox_latest: dict[tuple[str, str, str], Any] = {}
-        self.outbox_ready = asyncio.Event()
+        self.outbox_ready = asyncio.Event()  # anything to commit
+        self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
         self._flush_lock = asyncio.Lock()
         self._unyielded = 0
         self._next_item: dict[StreamKey, tuple[WorkItem, int]] = {}
@@ -280,6 +282,7 @@ class FlowRunner:
         encoded = encode_value(check_port_value(node_id, port, kinds[port], value))
         key = (node_id, port)
         self.latest_values[key] = encoded
+        self.latest_events.offer(node_id, port, encoded)
         if self.jsonl is not None:
             self.loops.write_jsonl(node_id, port, encoded)
         route = self.routes.get(key)
@@ -296,6 +299,7 @@ class FlowRunner:
             # exactly after its last committed value.
             self.outbox_latest[(self.spec.name, node_id, port)] = encoded
             self.outbox_ready.set()
+            self.emissions_ready.set()
             if len(self.outbox) >= OUTBOX_LIMIT:
                 await self.flush()
                 return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -48,7 +48,12 @@ class LatencyWindow:
     def __init__(self, cap: int = 8192) -> None:
         self._cap = cap
         self._samples: dict[str, deque[float]] = {}
+        self._observers: list[Callable[[str, float], None]] = []
         self.totals: dict[str, int] = {}
+
+    def add_observer(self, callback: Callable[[str, float], None]) -> None:
+        """Also call ``callback(node, seconds)`` for every latency recorded (metrics)."""
+        self._observers.append(callback)
 
     def record(self, node: str, latency_s: float) -> None:
         samples = self._samples.get(node)
@@ -56,6 +61,8 @@ class LatencyWindow:
             samples = self._samples[node] = deque(maxlen=self._cap)
         samples.append(latency_s)
         self.totals[node] = self.totals.get(node, 0) + 1
+        for observer in self._observers:
+            observer(node, latency_s)
 
     def take(self) -> dict[str, LatencySummary]:
         """Summaries per node since the previous call; clears the window."""

@@ -1,0 +1,216 @@
+"""``mediaflow serve`` and the ``--host``/``--port`` of ``mediaflow run``.
+
+Wire into the main parser with :func:`add_parser` (the ``serve`` command,
+dispatched to :func:`run`) and :func:`add_server_options` (``run``'s flags);
+``run`` serves next to its session with :func:`serve_session`. Environment
+variables mirror the flags: ``MEDIAFLOW_HOST``, ``MEDIAFLOW_PORT``,
+``MEDIAFLOW_QUEUE``, plus the server's own (``MEDIAFLOW_TOKEN``,
+``MEDIAFLOW_LOCK_READS``, ``MEDIAFLOW_CORS_ORIGINS``, ``MEDIAFLOW_MAX_UPLOAD``,
+``MEDIAFLOW_SENDFILE``).
+
+Exit codes: 0 stopped by a signal, 1 cannot listen or open a backend, 2 a bad setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mediaflow.config import ConfigError, default_data_dir
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from mediaflow.engine.session import FlowSession
+    from mediaflow.server import AppState, ServerSettings
+
+log = logging.getLogger("mediaflow.cli")
+
+COMMAND = "serve"
+
+
+def _default_host() -> str:
+    return os.environ.get("MEDIAFLOW_HOST") or "127.0.0.1"
+
+
+def _default_port() -> int:
+    raw = os.environ.get("MEDIAFLOW_PORT")
+    return int(raw) if raw and raw.isdigit() else 8765
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(text)
+
+
+def add_server_options(parser: argparse.ArgumentParser, *, port_default: int | None) -> None:
+    """``--host`` and ``--port``. ``port_default=None`` makes serving opt-in (``run``)."""
+    parser.add_argument(
+        "--host",
+        default=_default_host(),
+        help="address to listen on (default: $MEDIAFLOW_HOST or 127.0.0.1, loopback only)",
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=port_default,
+        metavar="N",
+        help="TCP port (0 picks a free one)"
+        + (" and serve the wall" if port_default is None else f" (default: {port_default})"),
+    )
+
+
+def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """Add the ``serve`` command to ``subparsers`` (``add_subparsers()``'s result)."""
+    parser = subparsers.add_parser(
+        COMMAND,
+        help="serve the artifact store, the API and the wall without running a flow",
+        description="Serve artifacts, flows (as the state store recorded them), events, "
+        "metrics and the wall from a data directory.",
+        parents=list(parents),
+    )
+    add_server_options(parser, port_default=_default_port())
+    parser.add_argument(
+        "--queue",
+        default=os.environ.get("MEDIAFLOW_QUEUE"),
+        help="work queue to report on (default: $MEDIAFLOW_QUEUE or SQLite in the data dir)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM. Blocks; returns the exit code."""
+    try:
+        return asyncio.run(_serve(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+def _warn_if_exposed(host: str, settings: ServerSettings) -> None:
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and settings.token is None:
+        log.warning(
+            "listening on %s without MEDIAFLOW_TOKEN: anyone who can reach it can upload", host
+        )
+
+
+def _announce(url: str, settings: ServerSettings) -> None:
+    # One line on stderr that scripts (and the benchmark) wait for.
+    print(f"mediaflow: serving on {url}", file=sys.stderr, flush=True)
+    if settings.lock_reads:
+        print(
+            f"mediaflow: reads are locked; open {url}/?token=<MEDIAFLOW_TOKEN> once in a browser",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from mediaflow.queue import QueueError
+    from mediaflow.server import AppState, ServerSettings, bound_port, start_server
+
+    try:
+        settings = ServerSettings.from_env()
+    except ConfigError as exc:
+        print(f"mediaflow: {exc}", file=sys.stderr)
+        return 2
+    data_dir = args.data or default_data_dir()
+    try:
+        state = AppState.for_serve(data_dir, settings=settings, queue_url=args.queue)
+    except (QueueError, OSError) as exc:
+        print(f"mediaflow: cannot open {data_dir}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        runner = await start_server(state, args.host, args.port)
+    except OSError as exc:
+        await state.close()
+        print(f"mediaflow: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    _warn_if_exposed(args.host, settings)
+    _announce(f"http://{_url_host(args.host)}:{bound_port(runner)}", settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await state.close()
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+@dataclass
+class ServedSession:
+    """A server running next to a flow session; :meth:`close` before ``session.stop()``."""
+
+    state: AppState
+    runner: web.AppRunner
+    url: str
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+        await self.state.close()
+
+
+async def serve_session(
+    session: FlowSession, host: str, port: int, *, settings: ServerSettings | None = None
+) -> ServedSession:
+    """Serve the wall and API for a *started* session (``mediaflow run --port N``).
+
+    Raises :class:`~mediaflow.config.ConfigError` for bad server settings and
+    ``OSError`` if the address is taken.
+    """
+    from mediaflow.server import AppState, ServerSettings, bound_port, start_server
+
+    settings = settings or ServerSettings.from_env()
+    state = AppState.for_session(session, settings=settings)
+    try:
+        runner = await start_server(state, host, port)
+    except BaseException:
+        await state.close()
+        raise
+    _warn_if_exposed(host, settings)
+    url = f"http://{_url_host(host)}:{bound_port(runner)}"
+    _announce(url, settings)
+    return ServedSession(state, runner, url)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mediaflow.cli_serve [--port N] ...`` until the main CLI dispatches here."""
+    parser = argparse.ArgumentParser(prog="mediaflow")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args([COMMAND, *(sys.argv[1:] if argv is None else argv)])
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""The aiohttp application: routes, middlewares, the response log, and starting it.
+
+:func:`create_app` wires the modules together; :func:`start_server` binds it
+(127.0.0.1 unless told otherwise) and returns the ``AppRunner`` whose
+``cleanup()`` stops it. Every response is logged and counted from
+``on_response_prepare``, the one place that sees the status that is really
+sent (a middleware sees 200 for a file response that becomes 206 or 304).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from mediaflow.server import api, artifacts, auth, cors, metrics, sse, uploads, wall
+from mediaflow.server.settings import DEFAULT_HOST, DEFAULT_PORT
+from mediaflow.server.state import STATE, Answered, AppState
+
+access_log = logging.getLogger("mediaflow.http.access")
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"})
+SHUTDOWN_TIMEOUT_S = 5.0
+# After answering before the body was read (413, 401 on an upload), aiohttp keeps
+# reading and discarding the body for this long so the client sees the answer
+# instead of a reset; its default (10 s) holds a refused 100-continue client too long.
+LINGERING_S = 2.0
+
+
+async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    state = request.app[STATE]
+    status = response.status
+    method = request.method if request.method in KNOWN_METHODS else "other"
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    state.answered.append(
+        Answered(request.method, request.path, status, request.headers.get("Range"))
+    )
+    if state.metrics is not None:
+        state.metrics.count_response(method, route, status)
+    if state.settings.cors_origins:
+        cors.add_headers(request, response, state.settings)
+    if access_log.isEnabledFor(logging.INFO):
+        access_log.info(
+            '%s "%s %s" %d %s',
+            request.remote,
+            request.method,
+            request.path_qs if "token=" not in request.query_string else request.path,
+            status,
+            response.content_length if response.content_length is not None else "-",
+        )
+
+
+def create_app(state: AppState) -> web.Application:
+    """The application for ``state``. The caller closes ``state`` after the app stops."""
+    settings = state.settings
+    middlewares: list[Middleware] = []
+    if settings.cors_origins:
+        middlewares.append(cors.middleware(settings))
+    if settings.token is not None:
+        middlewares.append(auth.middleware(settings))
+    app = web.Application(middlewares=middlewares)
+    app[STATE] = state
+    state.metrics = metrics.Metrics(state)
+    for session in state.sessions.values():
+        state.metrics.watch(session)
+    app.on_response_prepare.append(_on_prepare)
+    artifacts.add_routes(app)
+    uploads.add_routes(app)
+    api.add_routes(app)
+    sse.add_routes(app)
+    metrics.add_routes(app)
+    wall.add_routes(app)
+    return app
+
+
+async def start_server(
+    state: AppState, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+) -> web.AppRunner:
+    """Serve ``state`` on ``host:port`` in the running loop; returns once listening.
+
+    ``port=0`` picks a free port (see :func:`bound_port`). Stop with
+    ``await runner.cleanup()`` (closes event streams, waits up to 5 s for
+    requests in flight), then ``await state.close()``. Raises ``OSError`` if
+    the address is taken.
+    """
+    runner = web.AppRunner(
+        create_app(state),
+        access_log=None,  # logged from on_response_prepare instead
+        handle_signals=False,
+        shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+        lingering_time=LINGERING_S,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    """The TCP port the runner listens on (useful after ``port=0``)."""
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    raise RuntimeError("the server is not listening on a TCP port")

@@ -1,0 +1,117 @@
+"""``GET`` and ``HEAD /artifacts/{digest}``: decide first (:mod:`.ranges`), act second.
+
+The digest is checked against ``sha256:<64 lowercase hex>`` before any path
+is formed, so no request can name a file outside the store. Every answer
+about an artifact carries its ETag (the digest), ``Accept-Ranges: bytes``,
+``X-Content-Type-Options: nosniff``, ``Content-Security-Policy: sandbox``
+(an artifact opened directly can run nothing) and immutable caching.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from mediaflow.media import is_digest
+from mediaflow.server import mediatypes
+from mediaflow.server.filecache import OpenArtifact
+from mediaflow.server.ranges import Outcome, decide
+from mediaflow.server.state import STATE, AppState
+from mediaflow.server.transfer import SpanResponse, inline_response
+
+DIGEST_LEN = len("sha256:") + 64
+IMMUTABLE = "max-age=31536000, immutable"
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON error body ``{"error": message}`` (bodies are dropped for HEAD by aiohttp)."""
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+async def get_artifact(request: web.Request) -> web.StreamResponse:
+    """Serve an artifact's bytes (GET) or headers (HEAD); see DESIGN.md "HTTP"."""
+    state = request.app[STATE]
+    digest = request.match_info["digest"]
+    # len() first: is_digest's `$`-free fullmatch is exact, but the length check is cheaper.
+    if len(digest) != DIGEST_LEN or not is_digest(digest):
+        return error(400, "malformed digest: expected sha256:<64 lowercase hex>")
+    override = None
+    if request.query_string:
+        override = request.query.get("type")
+        if override is not None and not mediatypes.servable(override):
+            return error(400, "type must be image/*, audio/*, video/* or application/octet-stream")
+    entry = await state.cache.acquire(digest)
+    if entry is None:
+        return error(404, f"no artifact {digest}")
+    try:
+        return _answer(request, state, entry, override)
+    except BaseException:
+        state.cache.release(entry)
+        raise
+
+
+def _answer(
+    request: web.Request, state: AppState, entry: OpenArtifact, override: str | None
+) -> web.StreamResponse:
+    """Build the response; the entry's reference passes to a :class:`SpanResponse` or
+    is released here."""
+    facts = entry.facts
+    decision = decide(request.method, request.headers, facts, time.time())
+    headers = _headers(state, entry)
+    outcome = decision.outcome
+    if outcome is Outcome.FULL or outcome is Outcome.PARTIAL:
+        headers["Content-Type"] = override or entry.served_type
+        content_range = decision.content_range(facts.size)
+        if content_range is not None:
+            headers["Content-Range"] = content_range
+        if decision.length <= state.settings.inline_max and request.method == "GET":
+            try:
+                return inline_response(decision.status, headers, entry, decision, state.transfers)
+            finally:
+                state.cache.release(entry)
+        return SpanResponse(
+            status=decision.status,
+            headers=headers,
+            cache=state.cache,
+            entry=entry,
+            start=decision.start,
+            length=decision.length,
+            sendfile=state.settings.sendfile,
+            stats=state.transfers,
+        )
+    state.cache.release(entry)
+    if outcome is Outcome.NOT_MODIFIED:
+        # RFC 9110 15.4.5: a 304 carries the validators and caching a 200 would have.
+        return web.Response(status=304, headers=headers)
+    content_range = decision.content_range(facts.size)
+    if content_range is not None:
+        headers["Content-Range"] = content_range
+    headers["Content-Type"] = "application/json"
+    message = (
+        "range not satisfiable"
+        if outcome is Outcome.RANGE_NOT_SATISFIABLE
+        else "precondition failed"
+    )
+    return web.Response(status=decision.status, headers=headers, text=f'{{"error": "{message}"}}')
+
+
+def _headers(state: AppState, entry: OpenArtifact) -> CIMultiDict[str]:
+    base = entry.base_headers
+    if base is None:
+        private = state.settings.lock_reads  # behind a token, shared caches must not keep it
+        base = entry.base_headers = (
+            ("ETag", entry.etag),
+            ("Last-Modified", entry.last_modified),
+            ("Accept-Ranges", "bytes"),
+            ("Cache-Control", ("private, " if private else "public, ") + IMMUTABLE),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Content-Security-Policy", "sandbox"),
+        )
+    return CIMultiDict(base)
+
+
+def add_routes(app: web.Application) -> None:
+    # HEAD is answered by the GET route (aiohttp adds it), with the same decision.
+    app.router.add_get("/artifacts/{digest}", get_artifact, name="artifact")

@@ -1,0 +1,249 @@
+"""``GET /metrics``: Prometheus text, from a registry of this app's own.
+
+Most numbers already exist somewhere and are read at scrape time by one
+custom collector (no second bookkeeping to drift): the queue's backlog per
+stream and its lifetime counters, the runners' finished items, the bus's
+event counts, the store's total bytes, the bytes each transfer path sent.
+Two are counted here because nothing else keeps them: HTTP answers by
+method, route and status (from ``on_response_prepare``), and the
+emit-to-start latency histogram, fed per item from the runner's latency
+window (see :func:`observe_latencies`).
+
+The per-item paths are plain dict and list increments: a Prometheus
+``Histogram.observe`` takes a lock and costs several times more, which the
+engine would pay on every item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from mediaflow.queue import QueueError, QueueStats, StreamBacklog, StreamKey
+from mediaflow.server.state import STATE, AppState
+
+if TYPE_CHECKING:
+    from mediaflow.engine.runner import FlowRunner
+    from mediaflow.engine.session import FlowSession
+
+log = logging.getLogger("mediaflow.http")
+
+# Emit-to-start latency, seconds: sub-millisecond (claimed at enqueue) to a long backlog.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0, 30.0, 60.0)  # fmt: skip
+SCRAPE_TIMEOUT_S = 2.0
+
+
+class LatencyHistogram:
+    """Cumulative-at-scrape bucket counts per (flow, node). Loop thread only."""
+
+    def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.buckets = buckets
+        self._counts: dict[tuple[str, str], list[int]] = {}
+        self._sums: dict[tuple[str, str], float] = {}
+
+    def observe(self, flow: str, node: str, seconds: float) -> None:
+        key = (flow, node)
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = [0] * (len(self.buckets) + 1)
+            self._sums[key] = 0.0
+        counts[bisect.bisect_left(self.buckets, seconds)] += 1
+        self._sums[key] += seconds
+
+    def family(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(
+            "mediaflow_emit_to_start_seconds",
+            "Time from an emission to the start of the node run that reads it",
+            labels=["flow", "node"],
+        )
+        for (flow, node), counts in self._counts.items():
+            running = 0
+            buckets: list[tuple[str, float]] = []
+            for bound, count in zip((*self.buckets, float("inf")), counts, strict=True):
+                running += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            family.add_metric([flow, node], buckets, self._sums[(flow, node)])
+        return family
+
+
+def observe_latencies(runner: FlowRunner, callback: Callable[[str, float], None]) -> None:
+    """Call ``callback(node, seconds)`` for every latency the runner records."""
+    runner.latency.add_observer(callback)
+
+
+@dataclass
+class Snapshot:
+    """Facts fetched asynchronously just before a scrape renders."""
+
+    backlog: dict[StreamKey, StreamBacklog] = field(default_factory=dict)
+    stats: QueueStats | None = None
+    queue_up: bool = False
+    artifact_bytes: int | None = None
+
+
+class Metrics(Collector):
+    """This app's registry and its one collector."""
+
+    def __init__(self, state: AppState) -> None:
+        self.state = state
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.latency = LatencyHistogram()
+        self.http: Counter[tuple[str, str, int]] = Counter()
+        self.snapshot = Snapshot()
+        self._watched: set[int] = set()
+        self._lock = asyncio.Lock()
+        self.registry.register(self)
+
+    def watch(self, session: FlowSession) -> None:
+        """Feed the latency histogram from a session's runner (once per runner)."""
+        runner = session.runner
+        if runner is None or id(runner) in self._watched:
+            return
+        self._watched.add(id(runner))
+        flow = session.spec.name
+        observe = self.latency.observe
+        observe_latencies(runner, lambda node, seconds: observe(flow, node, seconds))
+
+    def count_response(self, method: str, route: str, status: int) -> None:
+        self.http[(method, route, status)] += 1
+
+    async def refresh(self) -> None:
+        state = self.state
+        snapshot = Snapshot()
+        if state.queue is not None:
+            try:
+                snapshot.backlog = await asyncio.wait_for(state.queue.backlog(), SCRAPE_TIMEOUT_S)
+                snapshot.stats = await asyncio.wait_for(state.queue.stats(), SCRAPE_TIMEOUT_S)
+                snapshot.queue_up = True
+            except (QueueError, TimeoutError) as exc:
+                log.warning("metrics: queue unavailable: %s", exc)
+        snapshot.artifact_bytes = await asyncio.to_thread(state.store.total_bytes)
+        self.snapshot = snapshot
+
+    async def render(self) -> bytes:
+        async with self._lock:  # one scrape at a time renders the snapshot it fetched
+            await self.refresh()
+            return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._queue_metrics()
+        yield from self._engine_metrics()
+        yield from self._server_metrics()
+
+    def _queue_metrics(self) -> Iterator[Metric]:
+        snap = self.snapshot
+        yield GaugeMetricFamily(
+            "mediaflow_queue_up", "1 if the work queue answered this scrape", value=snap.queue_up
+        )
+        items = GaugeMetricFamily(
+            "mediaflow_queue_backlog_items",
+            "Unacked items waiting per consumer stream, by state",
+            labels=["flow", "node", "state"],
+        )
+        age = GaugeMetricFamily(
+            "mediaflow_queue_oldest_age_seconds",
+            "Age of the oldest unacked item per consumer stream",
+            labels=["flow", "node"],
+        )
+        now = time.time()
+        for stream, backlog in sorted(snap.backlog.items()):
+            for name in ("ready", "pending", "delayed"):
+                items.add_metric([stream.flow, stream.node, name], getattr(backlog, name))
+            if backlog.oldest_enqueued_at is not None:
+                age.add_metric(
+                    [stream.flow, stream.node], max(0.0, now - backlog.oldest_enqueued_at)
+                )
+        yield items
+        yield age
+        if snap.stats is not None:
+            for name, help_text in (
+                ("enqueued", "Items enqueued"),
+                ("acked", "Items delivered and acknowledged"),
+                ("redelivered", "Deliveries after the first (crash or lease expiry)"),
+                ("dead_lettered", "Items dead-lettered"),
+            ):
+                yield CounterMetricFamily(
+                    f"mediaflow_queue_{name}", help_text, value=getattr(snap.stats, name)
+                )
+
+    def _engine_metrics(self) -> Iterator[Metric]:
+        finished = CounterMetricFamily(
+            "mediaflow_items_finished", "Node runs finished by this process", labels=["flow"]
+        )
+        started = CounterMetricFamily(
+            "mediaflow_node_items_started",
+            "Items that reached a node's run (emit-to-start latency recorded)",
+            labels=["flow", "node"],
+        )
+        for name, session in sorted(self.state.sessions.items()):
+            runner = session.runner
+            if runner is None:
+                continue
+            finished.add_metric([name], runner.finished_items)
+            for node, total in sorted(runner.latency.totals.items()):
+                started.add_metric([name, node], total)
+        yield finished
+        yield started
+        yield self.latency.family()
+        events = CounterMetricFamily(
+            "mediaflow_events", "Events published on the bus, by type", labels=["type"]
+        )
+        for event_type, count in sorted(self.state.bus.counts.items()):
+            events.add_metric([event_type], count)
+        yield events
+
+    def _server_metrics(self) -> Iterator[Metric]:
+        if self.snapshot.artifact_bytes is not None:
+            yield GaugeMetricFamily(
+                "mediaflow_artifacts_bytes",
+                "Bytes of artifacts recorded in the store",
+                value=self.snapshot.artifact_bytes,
+            )
+        requests = CounterMetricFamily(
+            "mediaflow_http_requests",
+            "HTTP responses by method, route and status",
+            labels=["method", "route", "status"],
+        )
+        for (method, route, status), count in sorted(self.http.items()):
+            requests.add_metric([method, route, str(status)], count)
+        yield requests
+        sent = CounterMetricFamily(
+            "mediaflow_http_artifact_bytes_sent",
+            "Artifact body bytes sent, by transfer path",
+            labels=["path"],
+        )
+        transfers = self.state.transfers
+        for name in ("inline", "direct", "loop_sendfile", "chunked"):
+            sent.add_metric([name], getattr(transfers, name))
+        yield sent
+
+
+async def scrape(request: web.Request) -> web.StreamResponse:
+    metrics = request.app[STATE].metrics
+    if metrics is None:
+        return web.json_response({"error": "metrics are not set up"}, status=503)
+    body = await metrics.render()
+    return web.Response(
+        body=body, headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"}
+    )
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/metrics", scrape)

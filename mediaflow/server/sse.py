@@ -1,0 +1,122 @@
+"""``GET /api/events``: the event bus as server-sent events.
+
+Each event goes out as ``id: <bus id>``, ``event: <type>`` and one ``data:``
+line of JSON (``Event.to_json()``). A client that reconnects sends
+``Last-Event-ID`` (browsers do it themselves) and gets every event after it
+that is still in the bus's ring, then live ones; events that already left
+the ring are announced by an ``events_dropped`` event (``missed``, ``after``).
+``?types=a,b`` keeps only those types; ``?after=N`` is ``Last-Event-ID`` for
+clients that cannot set headers.
+
+Backpressure: the bus never waits for a reader. Each connection reads from a
+bounded subscription (drop-oldest); a reader slower than the engine loses
+the oldest events and is told so with ``events_dropped``. A comment line
+(``: heartbeat``) goes out after ``heartbeat_s`` of silence so idle proxies
+and browsers keep the connection.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aiohttp import web
+
+from mediaflow.engine.events import Event, Subscription
+from mediaflow.server.artifacts import error
+from mediaflow.server.state import STATE
+
+SUBSCRIPTION_SIZE = 1000
+MAX_TYPES = 64
+_TYPE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+SUBSCRIPTIONS = web.AppKey("mediaflow_sse", set[Subscription])
+
+
+def format_event(event: Event) -> bytes:
+    """One SSE message. The synthetic ``events_dropped`` (id 0) carries no id, so a
+    client's Last-Event-ID stays at the last real event."""
+    data = json.dumps(event.to_json(), separators=(",", ":"), default=str)
+    head = f"id: {event.id}\n" if event.id > 0 else ""
+    return f"{head}event: {event.type}\ndata: {data}\n\n".encode()
+
+
+def _parse_types(raw: str | None) -> frozenset[str] | None:
+    if raw is None or not raw.strip():
+        return None
+    types = frozenset(t.strip() for t in raw.split(",") if t.strip())
+    if len(types) > MAX_TYPES or not all(_TYPE_RE.fullmatch(t) for t in types):
+        raise ValueError("types must be a comma-separated list of event type names")
+    return types
+
+
+def _parse_after(raw: str | None) -> int | None:
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    if not value.isdigit() or len(value) > 18:
+        raise ValueError("Last-Event-ID must be a non-negative integer")
+    return int(value)
+
+
+async def stream_events(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        types = _parse_types(request.query.get("types"))
+        after = _parse_after(request.headers.get("Last-Event-ID") or request.query.get("after"))
+    except ValueError as exc:
+        return error(400, str(exc))
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    subscription = state.bus.subscribe(after_id=after, maxsize=SUBSCRIPTION_SIZE, types=types)
+    subscriptions = request.app[SUBSCRIPTIONS]
+    subscriptions.add(subscription)
+    try:
+        await response.prepare(request)
+        await response.write(b"retry: 2000\n\n")
+        await _pump(response, subscription, state.settings.heartbeat_s)
+    except (ConnectionError, RuntimeError):
+        pass  # the client went away (aiohttp raises these on a closed transport)
+    finally:
+        subscriptions.discard(subscription)
+        subscription.close()
+    return response
+
+
+async def _pump(
+    response: web.StreamResponse, subscription: Subscription, heartbeat_s: float
+) -> None:
+    """Copy events to the client until the subscription closes (app shutdown)."""
+    reported_drops = 0
+    while True:
+        event = await subscription.get(timeout=heartbeat_s)
+        if event is None:
+            if subscription.closed:
+                return
+            await response.write(b": heartbeat\n\n")
+            continue
+        if subscription.dropped > reported_drops:
+            missed = subscription.dropped - reported_drops
+            reported_drops = subscription.dropped
+            note: dict[str, Any] = {"missed": missed, "reason": "slow reader"}
+            await response.write(format_event(Event(0, "events_dropped", event.time, note)))
+        await response.write(format_event(event))
+
+
+async def close_streams(app: web.Application) -> None:
+    """On shutdown: end every event stream so the server can stop promptly."""
+    streams = app[SUBSCRIPTIONS]
+    for subscription in list(streams):
+        subscription.close()
+
+
+def add_routes(app: web.Application) -> None:
+    streams: set[Subscription] = set()
+    app[SUBSCRIPTIONS] = streams
+    app.on_shutdown.append(close_streams)
+    app.router.add_get("/api/events", stream_events)

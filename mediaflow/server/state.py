@@ -1,0 +1,134 @@
+"""What the HTTP service serves from: the store, the queue, the bus and the flows.
+
+Two shapes, one class:
+
+* ``mediaflow serve``: :meth:`AppState.for_serve` opens the data directory's
+  store, queue and state store; flows are shown from what the state store
+  and the queue recorded (last runs; latest values and backlog).
+* ``mediaflow run --port N``: :meth:`AppState.for_session` serves next to a
+  started :class:`~mediaflow.engine.session.FlowSession`, sharing its event bus
+  and queue and reading its runner's live state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from mediaflow.engine.events import EventBus
+from mediaflow.engine.state_store import StateStore
+from mediaflow.queue import WorkQueue, open_queue
+from mediaflow.server.filecache import ArtifactCache
+from mediaflow.server.settings import ServerSettings
+from mediaflow.server.transfer import TransferStats
+from mediaflow.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from mediaflow.engine.session import FlowSession
+    from mediaflow.server.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One response as it was prepared (status included), for logs and tests."""
+
+    method: str
+    path: str
+    status: int
+    range: str | None
+
+
+class AppState:
+    """Everything the handlers share. Create before the app; :meth:`close` after it.
+
+    ``owns_backends``: :meth:`close` also closes the queue (the serve case);
+    a session's queue belongs to the session.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        settings: ServerSettings | None = None,
+        store: ArtifactStore | None = None,
+        queue: WorkQueue | None = None,
+        bus: EventBus | None = None,
+        owns_backends: bool = False,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.settings = settings or ServerSettings.from_env()
+        self.store = store or ArtifactStore(self.data_dir)
+        self.queue = queue
+        self.bus = bus or EventBus()
+        self.owns_backends = owns_backends
+        self.sessions: dict[str, FlowSession] = {}
+        self.cache = ArtifactCache(self.store, capacity=self.settings.open_files)
+        self.transfers = TransferStats()
+        self.answered: deque[Answered] = deque(maxlen=2000)
+        self.metrics: Metrics | None = None  # set by the app factory
+        self._state_store: StateStore | None = None
+        self._state_lock = asyncio.Lock()
+
+    @classmethod
+    def for_serve(
+        cls,
+        data_dir: Path,
+        *,
+        settings: ServerSettings | None = None,
+        queue_url: str | None = None,
+    ) -> AppState:
+        """State for ``mediaflow serve``: opens the data dir's store and queue.
+
+        Raises :class:`~mediaflow.queue.QueueError` if the queue setting is unusable.
+        """
+        data_dir = Path(data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        queue = open_queue(queue_url, data_dir)
+        return cls(data_dir, settings=settings, queue=queue, owns_backends=True)
+
+    @classmethod
+    def for_session(
+        cls, session: FlowSession, *, settings: ServerSettings | None = None
+    ) -> AppState:
+        """State for serving next to a *started* session (its bus, queue and runner).
+
+        Raises ``RuntimeError`` if the session has not started.
+        """
+        runner = session.runner
+        if runner is None:
+            raise RuntimeError("start the FlowSession before serving it")
+        state = cls(session.data_dir, settings=settings, queue=runner.queue, bus=session.bus)
+        state.add_session(session)
+        return state
+
+    def add_session(self, session: FlowSession) -> None:
+        """Show a running flow live (latest values and backlog from its runner)."""
+        self.sessions[session.spec.name] = session
+        if self.metrics is not None:
+            self.metrics.watch(session)
+
+    async def state_store(self) -> StateStore:
+        """The state store (run records), opened on first use."""
+        async with self._state_lock:
+            if self._state_store is None:
+                self._state_store = await asyncio.to_thread(StateStore, self.data_dir)
+            return self._state_store
+
+    async def close(self) -> None:
+        """Close files, the state store and (when owned) the queue. Idempotent."""
+        self.cache.close()
+        if self._state_store is not None:
+            store, self._state_store = self._state_store, None
+            await asyncio.to_thread(store.close)
+        if self.owns_backends and self.queue is not None:
+            queue, self.queue = self.queue, None
+            await queue.close()
+        await asyncio.to_thread(self.store.close)
+
+
+STATE: web.AppKey[AppState] = web.AppKey("mediaflow_state", AppState)
