@@ -1,0 +1,392 @@
+"""``use = "speech"``: offline speech recognition of an audio stream, utterance by utterance.
+
+Port ``audio`` takes the ``audio/wav`` chunks of one stream (a microphone, a
+file) in order; any rate and channel count is resampled to 16 kHz mono. Port
+``text`` gets one string per finished utterance, ``partial`` the hypothesis
+while it is spoken (only when it changes). Each is also published as a
+``transcript`` event with ``text``, ``final`` and ``start``/``end``: seconds on
+the stream's clock (chunk ``pts``; counted samples when a chunk has none).
+
+The recogniser (see :mod:`mediaflow.nodes.recognizer`) is pocketsphinx with its
+bundled en-us model unless ``engine`` names another. It lives on one thread
+owned by the node: it is stateful and not thread-safe, and decoding is
+CPU-bound. pocketsphinx keeps the GIL inside each call, so the thread does not
+run in parallel with other Python code (speech nodes in one process share one
+core) and the event loop waits out each call: it is fed one 30 ms frame per
+call, which bounds that wait (``bench/speech.py`` measures the loop's lag: a few
+ms with a grammar; with the default language model ~50 ms, mostly when an
+utterance ends). Many streams need several processes (one flow each).
+
+Holes and disorder. A chunk that starts later than the previous one ended (a
+dead-lettered chunk, a device hole) is preceded by that much silence, at most
+1 s, so words are not glued across the hole and later times stay right. A
+chunk that starts earlier finishes the utterance in progress and starts afresh.
+
+Redelivery. The recogniser's state is this process's memory; the queue only
+guarantees each chunk is delivered until acked, and a chunk is acked after its
+results were emitted (``emit`` is durable when it returns). Hence:
+
+* A chunk retried in this process after a failure *before* it reached the
+  recogniser (unreadable, not a WAV) is fed as usual; if it is dead-lettered
+  instead, the next chunk is a hole (above). A chunk that failed *after* it was
+  fed (an ``emit`` failed) is not fed again, which would duplicate audio
+  inside the utterance: the node remembers the highest ``seq`` it fed and only
+  emits the results still waiting, each once. If the recogniser itself raised,
+  it is reset (the utterance in progress is lost) and the retry feeds the
+  chunk to the fresh one.
+* After a crash, the new process's recogniser starts at the first redelivered
+  chunk (the first one not acked). An utterance whose text ``emit`` returned is
+  never lost; one is lost only if the process died between the recogniser
+  finishing it and that ``emit`` returning. The utterance in progress restarts
+  at the redelivered chunk: its audio in acked chunks went with the dead
+  process, so its first words are lost from it, and the rest may decode as a
+  fragment, as the nearest grammar sentence, or as nothing. If the crash came
+  after a chunk's results were emitted but before its ack, that chunk comes
+  again. Its utterance ended inside it only after ~0.27 s of non-speech (the
+  endpointer's 0.3 s window, 90 %), so it holds at most its length minus that
+  of the utterance's speech, and a fresh endpointer needs ~0.27 s of speech to
+  start one: chunks shorter than ~0.5 s (the microphone's default is 100 ms)
+  cannot emit that utterance again; longer ones may emit its tail as a second,
+  shorter utterance. A partial emitted before a crash may never see its final.
+* A clean stop loses the utterance in progress the same way (the next run
+  starts after the last acked chunk); the node logs what it had heard.
+
+The engine ends no utterance when the input stream ends: the last one is
+finished only by the silence after it. Run one speech node per stream in one
+process: two workers sharing a stream would each hear only part of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Final, TypeVar
+
+from mediaflow.engine.node import Context, Node
+from mediaflow.media import MediaError, MediaRef
+from mediaflow.nodes.recognizer import (
+    SAMPLE_RATE,
+    PocketSphinxRecognizer,
+    Recognizer,
+    RecognizerError,
+    Result,
+    SphinxSearch,
+    load_engine,
+    resolve_vad_mode,
+)
+from mediaflow.nodes.speech_audio import (
+    AudioFormatError,
+    Continuity,
+    MonoResampler,
+    StreamClock,
+    continuity,
+    is_wav_media_type,
+    read_wav,
+)
+from mediaflow.store import ArtifactNotFound
+
+log = logging.getLogger("mediaflow.nodes.speech")
+
+MAX_HOLE_FILL_S: Final = 1.0
+"""Silence put in a hole, at most: enough for the endpointer to end an utterance."""
+
+T = TypeVar("T")
+
+
+class SpeechInputError(ValueError):
+    """A chunk the speech node cannot hear; names the node and the chunk.
+
+    ``chunk_seq`` is the chunk's own ``seq`` (its meta: the source's numbering, what
+    a user sees); without one, the queue item's ``seq`` is named instead.
+    """
+
+    def __init__(
+        self, node: str, reason: str, *, chunk_seq: object = None, item_seq: int | None = None
+    ) -> None:
+        if isinstance(chunk_seq, int):
+            where = f"chunk seq {chunk_seq}"
+        elif item_seq is not None:
+            where = f"item seq {item_seq}"
+        else:
+            where = "a chunk"
+        super().__init__(f"speech node {node!r}: {where} {reason}")
+        self.node = node
+        self.chunk_seq = chunk_seq if isinstance(chunk_seq, int) else None
+        self.item_seq = item_seq
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A result on the stream's clock, ready to emit."""
+
+    text: str
+    start: float
+    end: float
+    final: bool
+
+
+class SpeechStream:
+    """One stream's way from WAV chunks to transcripts. Blocks; call from one thread."""
+
+    def __init__(self, recognizer: Recognizer, *, partials: bool = True) -> None:
+        self.recognizer = recognizer
+        self.partials = partials
+        self.clock = StreamClock()
+        self._resampler = MonoResampler()
+        self._last_partial: str | None = None
+
+    def push(self, wav: bytes, pts: float | None) -> list[Transcript]:
+        """Hear one chunk starting at stream time ``pts`` (None: right after the last).
+
+        Raises :class:`AudioFormatError` before anything changes if ``wav`` cannot be
+        read; re-raises a recogniser failure after resetting it.
+        """
+        chunk = read_wav(wav)
+        out: list[Transcript] = []
+        match continuity(self.clock.expected, pts):
+            case Continuity.FIRST | Continuity.FOLLOWS:
+                pass
+            case Continuity.GAP:
+                assert pts is not None and self.clock.expected is not None
+                hole = min(pts - self.clock.expected, MAX_HOLE_FILL_S)
+                silence = bytes(2 * round(hole * SAMPLE_RATE))
+                out += self._feed(silence, self.clock.expected, hole)
+            case Continuity.REWIND:
+                out += self._map(self.recognizer.flush())
+                self.clock.restart()
+        return out + self._feed(self._resampler.convert(chunk), pts, chunk.duration)
+
+    def flush(self) -> list[Transcript]:
+        """Finish the utterance in progress (the stream ended)."""
+        out = self._map(self.recognizer.flush())
+        self.clock.restart()
+        return out
+
+    def _feed(self, pcm: bytes, pts: float | None, duration: float) -> list[Transcript]:
+        expected = self.clock.expected
+        self.clock.add(pts, len(pcm) // 2, duration)
+        try:
+            results = self.recognizer.feed(pcm)
+        except Exception:
+            # Its state is unknown now: start clean, and let a retry feed this again.
+            self.recognizer.reset()
+            self.clock.restart()
+            self.clock.expected = expected
+            self._last_partial = None
+            raise
+        return self._map(results)
+
+    def _map(self, results: list[Result]) -> list[Transcript]:
+        out: list[Transcript] = []
+        for result in results:
+            if not result.final and (not self.partials or result.text == self._last_partial):
+                continue
+            start = round(self.clock.to_stream(result.start), 3)
+            end = round(self.clock.to_stream(result.end), 3)
+            out.append(Transcript(result.text, start, end, result.final))
+            self._last_partial = None if result.final else result.text
+            if result.final:
+                self.clock.forget_before(result.end)
+        return out
+
+
+def check_options(
+    searches: Mapping[str, object],
+    sphinx_settings: Mapping[str, object],
+    *,
+    kws_threshold: float | None,
+    engine: str | None,
+    engine_options: Mapping[str, Any] | None,
+) -> None:
+    """Refuse contradictory speech options with a ``ValueError`` saying which. Pure.
+
+    ``searches`` (grammar, keyphrase, lm) exclude each other; they and
+    ``sphinx_settings`` configure pocketsphinx, so they exclude ``engine``.
+    """
+    chosen = sorted(name for name, value in searches.items() if value is not None)
+    if len(chosen) > 1:
+        raise ValueError(f"speech: give at most one of grammar, keyphrase, lm; got {chosen}")
+    if kws_threshold is not None and "keyphrase" not in chosen:
+        raise ValueError("speech: kws_threshold needs a keyphrase")
+    sphinx = chosen + sorted(name for name, value in sphinx_settings.items() if value is not None)
+    if engine is not None and sphinx:
+        raise ValueError(
+            f"speech: {', '.join(sphinx)} configure pocketsphinx, not {engine!r}; "
+            "pass the engine's own settings in engine_options"
+        )
+    if engine_options is not None and engine is None:
+        raise ValueError("speech: engine_options needs an engine")
+
+
+class SpeechNode(Node):
+    """Speech to text (see the module doc).
+
+    Options (pocketsphinx): ``grammar`` (a JSGF file, relative to the flow file),
+    ``keyphrase`` with ``kws_threshold`` (default 1e-20), or ``lm`` (an n-gram
+    model) — at most one; none means the bundled en-us language model. ``model``
+    (acoustic model directory) and ``dictionary`` for other languages;
+    ``decoder_options`` for any other pocketsphinx setting. ``vad_mode``: 0-3 or
+    loose / medium_loose / medium_strict / strict. ``partials`` (true): emit
+    hypotheses while speaking. Or ``engine = "package.module:Class"`` with
+    ``engine_options`` (keyword arguments of the class) for another recogniser.
+    Raises ``ValueError`` for a contradictory set of options.
+    """
+
+    inputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
+    outputs: ClassVar[Mapping[str, str]] = {"text": "text", "partial": "text"}
+
+    def __init__(
+        self,
+        grammar: str | None = None,
+        keyphrase: str | None = None,
+        kws_threshold: float | None = None,
+        model: str | None = None,
+        dictionary: str | None = None,
+        lm: str | None = None,
+        vad_mode: int | str = "loose",
+        partials: bool = True,
+        engine: str | None = None,
+        engine_options: Mapping[str, Any] | None = None,
+        decoder_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        check_options(
+            {"grammar": grammar, "keyphrase": keyphrase, "lm": lm},
+            {"model": model, "dictionary": dictionary, "decoder_options": decoder_options},
+            kws_threshold=kws_threshold,
+            engine=engine,
+            engine_options=engine_options,
+        )
+        self.grammar, self.keyphrase, self.lm = grammar, keyphrase, lm
+        self.kws_threshold = 1e-20 if kws_threshold is None else float(kws_threshold)
+        self.model, self.dictionary = model, dictionary
+        self.vad_mode = resolve_vad_mode(vad_mode)
+        self.partials = bool(partials)
+        self.engine = engine
+        self.engine_options = dict(engine_options or {})
+        self.decoder_options = dict(decoder_options or {})
+        self._executor: ThreadPoolExecutor | None = None
+        self._stream: SpeechStream | None = None
+        self._node = "speech"
+        self._fed_seq: int | None = None  # highest item seq fed in this process
+        self._outbox: deque[Transcript] = deque()  # results not yet emitted
+
+    async def setup(self, ctx: Context) -> None:
+        """Start the node's thread and load the recogniser there (blocks that thread
+        ~0.1-0.4 s). Raises :class:`RecognizerError` naming the node."""
+        self._node = ctx.node
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"speech-{ctx.node}")
+        build = self._recognizer_factory(ctx.flow_dir)
+        try:
+            recognizer = await self._call(build)
+        except RecognizerError as exc:
+            raise RecognizerError(f"speech node {ctx.node!r}: {exc}") from exc
+        self._stream = SpeechStream(recognizer, partials=self.partials)
+
+    def _recognizer_factory(self, flow_dir: Path) -> Callable[[], Recognizer]:
+        def path(option: str | None) -> Path | None:
+            if option is None:
+                return None
+            resolved = Path(option).expanduser()
+            return resolved if resolved.is_absolute() else flow_dir / resolved
+
+        engine, engine_options = self.engine, self.engine_options
+        if engine is not None:
+            return lambda: load_engine(engine, engine_options, flow_dir)
+
+        def build() -> Recognizer:
+            grammar_path = path(self.grammar)
+            try:
+                grammar = grammar_path.read_text() if grammar_path is not None else None
+            except OSError as exc:
+                raise RecognizerError(f"cannot read grammar {grammar_path}: {exc}") from exc
+            search = SphinxSearch(
+                grammar=grammar,
+                grammar_name=grammar_path.stem if grammar_path is not None else "grammar",
+                keyphrase=self.keyphrase,
+                kws_threshold=self.kws_threshold,
+                lm=path(self.lm),
+            )
+            return PocketSphinxRecognizer(
+                search,
+                model=path(self.model),
+                dictionary=path(self.dictionary),
+                vad_mode=self.vad_mode,
+                partials=self.partials,
+                decoder_options=self.decoder_options,
+            )
+
+        return build
+
+    async def run(self, ctx: Context) -> None:
+        """Feed one chunk; emit what it completed. Raises :class:`SpeechInputError`
+        for a chunk that is not a readable WAV (the engine retries, then dead-letters)."""
+        stream = self._require_stream()
+        seq = ctx.item.seq if ctx.item is not None else None
+        if seq is None or self._fed_seq is None or seq > self._fed_seq:
+            if ctx.redelivery and self._fed_seq is None:
+                ctx.log.info("item seq %s redelivered after a restart: recognition restarts", seq)
+            ref = ctx.inputs["audio"]
+            wav = await self._read(ctx, ref, seq)
+            pts = ref.meta.get("pts")
+            try:
+                transcripts = await self._call(
+                    stream.push, wav, float(pts) if isinstance(pts, int | float) else None
+                )
+            except AudioFormatError as exc:
+                raise self._refuse(ref, seq, f"is unreadable: {exc}") from None
+            self._fed_seq = seq
+            self._outbox.extend(transcripts)
+        await self._deliver(ctx)
+
+    async def _read(self, ctx: Context, ref: object, seq: int | None) -> bytes:
+        if not isinstance(ref, MediaRef):
+            raise self._refuse(None, seq, f"is a {type(ref).__name__}, not a reference")
+        if not is_wav_media_type(ref.media_type):
+            raise self._refuse(ref, seq, f"is {ref.media_type}, expected audio/wav")
+        try:
+            return await ctx.read_artifact(ref)
+        except (ArtifactNotFound, MediaError, OSError) as exc:
+            raise self._refuse(ref, seq, f"cannot be read: {exc!r}") from None
+
+    def _refuse(self, ref: MediaRef | None, seq: int | None, reason: str) -> SpeechInputError:
+        chunk_seq = ref.meta.get("seq") if ref is not None else None
+        return SpeechInputError(self._node, reason, chunk_seq=chunk_seq, item_seq=seq)
+
+    async def _deliver(self, ctx: Context) -> None:
+        # Each result leaves the outbox only once emitted: a retry emits the rest.
+        while self._outbox:
+            item = self._outbox[0]
+            await ctx.emit("text" if item.final else "partial", item.text)
+            ctx.publish(
+                "transcript", text=item.text, start=item.start, end=item.end, final=item.final
+            )
+            self._outbox.popleft()
+
+    async def teardown(self) -> None:
+        """Finish on the node's thread, log an utterance that was cut off, stop the thread."""
+        executor, stream = self._executor, self._stream
+        self._executor = self._stream = None
+        if executor is None:
+            return
+        try:
+            if stream is not None:
+                lost = await asyncio.get_running_loop().run_in_executor(executor, stream.flush)
+                for item in lost:
+                    log.warning("speech node %r stopped mid-utterance: %r", self._node, item.text)
+        finally:
+            executor.shutdown(wait=False)
+
+    def _require_stream(self) -> SpeechStream:
+        if self._stream is None:
+            raise RuntimeError(f"speech node {self._node!r} runs before setup")
+        return self._stream
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise RuntimeError(f"speech node {self._node!r} runs before setup")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
