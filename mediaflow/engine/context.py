@@ -61,6 +61,13 @@ class RunContext:
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
         return await self._runner.store.read(ref)
 
+    def keep(self, ref: MediaRef | str) -> None:
+        """Record ``ref`` as kept by this run (a ``run_artifact`` row): garbage
+        collection will not take it. Blocking SQLite write, small."""
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        if self._runner.run_id is not None:
+            self._runner.store.keep(self._runner.run_id, digest)
+
     def artifact_path(self, ref: MediaRef | str) -> Path:
         digest = ref.digest if isinstance(ref, MediaRef) else ref
         return self._runner.store.path_for(digest)

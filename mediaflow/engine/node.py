@@ -79,6 +79,10 @@ class Context(Protocol):
         """The bytes of a stored artifact (whole: use ``open_artifact`` for large ones)."""
         ...
 
+    def keep(self, ref: MediaRef | str) -> None:
+        """Record ``ref`` as kept by this run, so garbage collection will not take it."""
+        ...
+
     def artifact_path(self, ref: MediaRef | str) -> Path:
         """Where the artifact's bytes live on this machine (read-only)."""
         ...
