@@ -9,8 +9,10 @@ The pieces, one seam each:
 - ``_video`` / ``_audio``: the capture loops that decide what gets published;
 - ``_lanes``: encoding threads behind bounded hand-offs (skip at the capture edge);
 - ``_jpeg`` / ``_segments``: JPEG from YUV planes; fMP4/WebM segments;
+  ``_frames``: a converter per thread (PyAV's per-frame one must not be shared);
 - ``_reconnect``: unplug, backoff, replug; ``_timeline``: pts, gaps and ``seq``;
-- ``_publish``: save, stamp the meta, emit; report counters as events.
+- ``_publish``: save, stamp the meta, emit; report counters as events;
+- ``_options``: option checks; ``_together``: run coroutines, fail as one.
 
 The engine reaches this package only through the connector registry; ``mediaflow
 devices`` reaches the device listing through :func:`describe_devices`.

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mediaflow import cli_devices, cli_serve
+from mediaflow import cli_demo, cli_devices, cli_serve
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
@@ -34,6 +34,8 @@ LOGGED_EVENTS = {
     "queue_available": logging.INFO,
     "device_lost": logging.WARNING,
     "device_restored": logging.INFO,
+    "frames_skipped": logging.WARNING,
+    "audio_overflow": logging.WARNING,
     "source_started": logging.INFO,
     "source_ended": logging.INFO,
     "run_started": logging.INFO,
@@ -73,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(run)
     cli_serve.add_parser(sub, parents=[common])
     cli_devices.add_parser(sub, parents=[common])
+    cli_demo.add_parser(sub, parents=[common])
     return parser
 
 
@@ -123,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_serve.run(args)
         if args.command == cli_devices.COMMAND:
             return cli_devices.run(args)
+        if args.command == cli_demo.COMMAND:
+            return cli_demo.run(args)
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command!r}")
@@ -148,6 +153,12 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 1
     except (QueueError, OSError) as exc:
+        print(f"mediaflow: cannot start flow {spec.name!r}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        # A node's setup refused (an unknown device, a missing file, a bad model):
+        # its message says what is wrong, a traceback would only hide it.
+        log.debug("setup failed", exc_info=True)
         print(f"mediaflow: cannot start flow {spec.name!r}: {exc}", file=sys.stderr)
         return 1
     served = None

@@ -154,10 +154,16 @@ class FlowSession:
             )
         runner.latest_values.update(await queue.latest(self.spec.name))
         runner.run_id = self.run_id
-        for node_id, node_spec in self.spec.nodes.items():
-            node = node_spec.factory()
-            runner.nodes[node_id] = node
-            await node.setup(RunContext(runner, node_id, {}, None))
+        try:
+            for node_id, node_spec in self.spec.nodes.items():
+                node = node_spec.factory()
+                runner.nodes[node_id] = node
+                await node.setup(RunContext(runner, node_id, {}, None))
+        except BaseException:
+            # Nothing ran: undo what setup opened and leave the run resumable.
+            await self._teardown_nodes(runner)
+            await self._close_backends()
+            raise
         runner.loops.start()
         if not self.resumed:
             await self._enqueue_sources(runner)
@@ -251,11 +257,7 @@ class FlowSession:
         await runner.loops.stop()
         assert runner.state_store is not None
         await asyncio.to_thread(runner.state_store.end_run, self.run_id, reason)
-        for node in runner.nodes.values():
-            try:
-                await node.teardown()
-            except Exception:
-                log.exception("teardown of a node failed")
+        await self._teardown_nodes(runner)
         self.bus.publish(
             "run_finished",
             {"flow": self.spec.name, "run_id": self.run_id, "reason": reason},
@@ -279,6 +281,13 @@ class FlowSession:
         remaining = [t for t in tasks.values() if not t.done()]
         if remaining:
             await asyncio.gather(*remaining, return_exceptions=True)
+
+    async def _teardown_nodes(self, runner: FlowRunner) -> None:
+        for node_id, node in runner.nodes.items():
+            try:
+                await node.teardown()
+            except Exception:
+                log.exception("teardown of node %r failed", node_id)
 
     async def _close_backends(self) -> None:
         runner = self.runner

@@ -1,0 +1,116 @@
+"""The node shell every built-in connector shares: open in ``setup``, publish in ``run``.
+
+Opening in ``setup`` makes a wrong device, a size or rate it does not offer, or a
+missing file fail the flow at start with the device layer's message (which lists what
+is available), instead of a source that dies later. The opened inputs are handed to
+``run``; if ``run`` is never called (a resumed run whose source had already finished),
+``teardown`` closes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from connectors._audio import AudioRequest, AudioRun
+from connectors._options import resolve_spec
+from connectors._reconnect import Reconnect
+from connectors._timeline import read_resume
+from connectors._together import run_together
+from connectors._video import VideoOptions, VideoRequest, VideoRun
+from devices import AudioInput, VideoInput
+from mediaflow import Context, Node
+
+VIDEO_PORTS: Mapping[str, str] = {"image": "image", "video": "video"}
+AUDIO_PORTS: Mapping[str, str] = {"audio": "audio"}
+
+
+class MediaConnector(Node):
+    """A source node publishing a video part (``image``/``video``) and/or an audio
+    part (``audio``). Subclasses set the requests in ``__init__``."""
+
+    outputs: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(
+        self,
+        device: str,
+        *,
+        video: VideoRequest | None = None,
+        video_options: VideoOptions | None = None,
+        audio: AudioRequest | None = None,
+        reconnect: Reconnect | None = None,
+    ) -> None:
+        self.device = device  # as the flow wrote it: the ``device`` in meta and events
+        self.video_request = video
+        self.video_options = video_options or VideoOptions()
+        self.audio_request = audio
+        self.reconnect = reconnect or Reconnect()
+        self.video_run: VideoRun | None = None
+        self.audio_run: AudioRun | None = None
+        self._video_input: VideoInput | None = None
+        self._audio_input: AudioInput | None = None
+
+    def resolve_paths(self, flow_dir: Path) -> None:
+        """Make relative ``file:`` specs absolute against the flow file's directory."""
+        if self.video_request is not None:
+            spec = resolve_spec(self.video_request.spec, flow_dir)
+            self.video_request = replace(self.video_request, spec=spec)
+        if self.audio_request is not None:
+            spec = resolve_spec(self.audio_request.spec, flow_dir)
+            self.audio_request = replace(self.audio_request, spec=spec)
+
+    async def setup(self, ctx: Context) -> None:
+        """Open the inputs. Raises the device layer's errors (``DeviceNotFound``,
+        ``UnsupportedMode``, ``PortAudioMissing`` ...) and ``ValueError`` for options
+        that do not fit the source."""
+        self.resolve_paths(ctx.flow_dir)
+        await self.teardown()  # a second setup (engine retry) must not leak the first
+        if self.video_request is not None:
+            self._video_input = await self.video_request.open_async()
+        if self.audio_request is not None:
+            try:
+                self._audio_input = await self.audio_request.open_async()
+            except BaseException:
+                await self.teardown()
+                raise
+
+    async def run(self, ctx: Context) -> None:
+        """Publish until the source ends or the flow stops (see the module doc)."""
+        ports = [
+            *(VIDEO_PORTS if self.video_request else ()),
+            *(AUDIO_PORTS if self.audio_request else ()),
+        ]
+        resume = read_resume(ctx, ports)
+        if (self.video_request is not None and self._video_input is None) or (
+            self.audio_request is not None and self._audio_input is None
+        ):
+            await self.setup(ctx)  # run again after a failed run: open afresh
+        video_input, self._video_input = self._video_input, None
+        audio_input, self._audio_input = self._audio_input, None
+        parts: list[Coroutine[Any, Any, None]] = []
+        if self.video_request is not None and video_input is not None:
+            self.video_run = VideoRun(
+                ctx, self.video_request, self.video_options, resume, device=self.device
+            )
+            reopen_video = self.video_request.open_async
+            parts.append(
+                self.video_run.run(video_input, policy=self.reconnect, reopen=reopen_video)
+            )
+        if self.audio_request is not None and audio_input is not None:
+            self.audio_run = AudioRun(ctx, self.device, resume)
+            reopen_audio = self.audio_request.open_async
+            parts.append(
+                self.audio_run.run(audio_input, policy=self.reconnect, reopen=reopen_audio)
+            )
+        await run_together(*parts)
+
+    async def teardown(self) -> None:
+        """Close inputs opened by ``setup`` that ``run`` never took."""
+        video, self._video_input = self._video_input, None
+        audio, self._audio_input = self._audio_input, None
+        if video is not None:
+            await video.aclose()
+        if audio is not None:
+            await audio.aclose()

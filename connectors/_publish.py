@@ -1,0 +1,103 @@
+"""Saving and emitting what a connector captured: one publisher per output port.
+
+Every published artifact carries the capture facts DESIGN.md fixes in its meta:
+``source`` (the node id), ``device`` (the spec it was opened from), ``seq`` (per port,
+gap-free, continued after a crash-resume), ``pts``, ``captured_at`` and what the
+media needs (``width``/``height``/``codec``, ``rate``/``channels``, ``duration``);
+the first item after a gap adds ``discontinuity``/``gap_s`` (see
+:mod:`connectors._timeline`). Bytes are saved with ``ctx.save_artifact``, which hops
+to a thread for the write: the context does not expose the store, and the hop costs
+far less than the encoding that produced the bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from connectors._lanes import EncodeLane
+from connectors._timeline import Epoch, PortSequence, Resume
+from devices import EndOfStream
+from mediaflow import Context, MediaRef
+
+OutT = TypeVar("OutT")
+
+REPORT_INTERVAL_S = 1.0
+
+
+class PortPublisher:
+    """Saves bytes with the capture meta and emits the reference on one port."""
+
+    def __init__(self, ctx: Context, port: str, device: str, resume: Resume | None) -> None:
+        self.ctx = ctx
+        self.port = port
+        self.device = device
+        self.sequence = PortSequence(port, resume)
+        self.published = 0
+
+    async def publish(
+        self, data: bytes, media_type: str, epoch: Epoch, facts: Mapping[str, Any]
+    ) -> MediaRef:
+        """Save ``data`` and emit its reference; returns once the emission is durable.
+
+        ``facts`` are the item's own meta (``pts`` already in source time). Raises what
+        ``save_artifact`` and ``emit`` raise.
+        """
+        meta = {"source": self.ctx.node, "device": self.device, **self.sequence.stamp(epoch)}
+        meta.update(facts)
+        ref = await self.ctx.save_artifact(data, media_type, meta)
+        await self.ctx.emit(self.port, ref)
+        self.published += 1
+        return ref
+
+
+async def publish_lane(
+    lane: EncodeLane[Any, OutT], publish: Callable[[OutT], Awaitable[object]]
+) -> None:
+    """Publish every result of ``lane`` in order until it ends. Raises the worker's error."""
+    while True:
+        try:
+            result = await lane.get()
+        except EndOfStream:
+            return
+        await publish(result)
+
+
+class CounterReport:
+    """Publishes ``event_type`` when counters grew, at most once per ``interval_s``.
+
+    A camera that cannot keep up skips frames many times a second; one event a second
+    with running totals tells the story without flooding the bus.
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        event_type: str,
+        device: str,
+        interval_s: float = REPORT_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ctx = ctx
+        self.event_type = event_type
+        self.device = device
+        self.interval_s = interval_s
+        self._clock = clock
+        self._reported: dict[str, int] = {}
+        self._last_at: float | None = None
+
+    def update(self, counters: Mapping[str, int], *, force: bool = False) -> bool:
+        """Report ``counters`` (running totals) if any grew and the interval passed (or
+        ``force``). Returns True when an event was published."""
+        total = sum(counters.values())
+        if total <= sum(self._reported.values()):
+            return False
+        now = self._clock()
+        if not force and self._last_at is not None and now - self._last_at < self.interval_s:
+            return False
+        new = total - sum(self._reported.values())
+        self.ctx.publish(self.event_type, device=self.device, total=total, new=new, **counters)
+        self._reported = dict(counters)
+        self._last_at = now
+        return True

@@ -1,0 +1,317 @@
+"""Publishing a video source: JPEGs at ``fps`` on ``image``, segments on ``video``.
+
+Shared by the camera, file and URL connectors. The capture loop runs on the event loop
+and does no pixel work: for each captured frame it decides whether a JPEG is due
+(one per ``1/fps`` of source time) and whether segments are wanted, and hands the frame
+to an encoding lane (:mod:`connectors._lanes`) for each. When a lane is full the frame
+is skipped there, at the capture edge, counted and reported (``frames_skipped``
+events, :meth:`VideoRun.statistics`); a file replayed with ``realtime = false`` waits
+instead, losing nothing. MJPEG passthrough: a camera's JPEG bytes are published as
+they are, and decoded only when a segment needs the pixels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import av
+
+from connectors._jpeg import JpegEncoder, make_jpeg_encoder
+from connectors._lanes import EncodeLane
+from connectors._options import Codec
+from connectors._publish import CounterReport, PortPublisher, publish_lane
+from connectors._reconnect import Reconnect, SourceRun
+from connectors._segments import DEFAULT_FPS, EncodedSegment, SegmentEncoder, SegmentJob
+from connectors._timeline import Epoch, Resume
+from connectors._together import run_together
+from devices import CapturedFrame, VideoInput, open_video
+from devices.video_spec import parse_video_spec
+from mediaflow import Context
+
+CAPTURE_KINDS = frozenset({"v4l2", "avfoundation", "dshow"})
+JPEG_LANE_CAPACITY = 2  # frames queued or being encoded: latency over completeness
+SEGMENT_LANE_CAPACITY = 8  # a few frames of slack for the encoder's uneven pace
+
+
+@dataclass(frozen=True)
+class VideoRequest:
+    """How to open a video source; ``size`` is asked of a capture device and applied
+    as a resize to anything else (files, lavfi and streams fix their own size)."""
+
+    spec: str
+    size: tuple[int, int] | None = None
+    rate: float | None = None
+    input_format: str | None = None
+    realtime: bool | None = None
+
+    @property
+    def resize(self) -> tuple[int, int] | None:
+        """The size frames are scaled to after decoding (None: keep)."""
+        return None if self._is_capture_device() else self.size
+
+    def open(self) -> VideoInput:
+        """Open the source (blocks: call it in a thread). Raises what
+        :func:`devices.open_video` raises: ``DeviceNotFound``/``UnsupportedMode`` list
+        what is available."""
+        device = self._is_capture_device()
+        if not device and (self.rate is not None or self.input_format is not None):
+            raise ValueError(
+                f"rate and input_format only apply to capture devices; {self.spec!r} "
+                "fixes them itself"
+            )
+        return open_video(
+            self.spec,
+            size=self.size if device else None,
+            fps=self.rate,
+            input_format=self.input_format,
+            realtime=self.realtime,
+            # No resize asked: an MJPEG camera's JPEGs are published as they are.
+            passthrough=self.resize is None,
+        )
+
+    async def open_async(self) -> VideoInput:
+        return await asyncio.to_thread(self.open)
+
+    def _is_capture_device(self) -> bool:
+        return parse_video_spec(self.spec).kind in CAPTURE_KINDS
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """The publishing half of the camera options (see :class:`CameraConnector`)."""
+
+    fps: float = 15.0
+    quality: int = 85
+    segment_s: float = 2.0
+    codec: Codec = "h264"
+    video: bool | None = None
+
+
+@dataclass(frozen=True)
+class JpegJob:
+    frame: av.VideoFrame | None
+    packet: bytes | None
+    pts: float
+    captured_at: float
+    width: int
+    height: int
+    epoch: Epoch
+
+
+@dataclass(frozen=True)
+class EncodedJpeg:
+    data: bytes
+    pts: float
+    captured_at: float
+    width: int
+    height: int
+    epoch: Epoch
+
+
+class JpegWork:
+    """Lane work of the ``image`` port: passthrough bytes, or an encode."""
+
+    def __init__(self, encoder: JpegEncoder, resize: tuple[int, int] | None) -> None:
+        self.encoder = encoder
+        self.resize = resize
+
+    def push(self, job: JpegJob) -> list[EncodedJpeg]:
+        if job.packet is not None:
+            data, width, height = job.packet, job.width, job.height
+        else:
+            assert job.frame is not None  # a CapturedFrame holds one or the other
+            data = self.encoder.encode(job.frame)
+            width, height = self.resize or (job.width, job.height)
+        return [EncodedJpeg(data, job.pts, job.captured_at, width, height, job.epoch)]
+
+    def flush(self) -> list[EncodedJpeg]:
+        return []
+
+
+class JpegPacer:
+    """Picks the frames that become JPEGs: the first frame at or after each due time.
+
+    A frame up to half a frame interval early counts (camera clocks jitter around the
+    nominal rate); after a gap the schedule restarts from the frame instead of
+    catching up in a burst.
+    """
+
+    def __init__(self, fps: float, frame_interval: float) -> None:
+        self.period = 1.0 / fps
+        self.tolerance = min(self.period, frame_interval) / 2
+        self._due: float | None = None
+
+    def due(self, pts: float) -> bool:
+        if self._due is not None and pts < self._due - self.tolerance:
+            return False
+        self._due = (self._due if self._due is not None else pts) + self.period
+        if self._due <= pts:
+            self._due = pts + self.period
+        return True
+
+
+class VideoRun(SourceRun[VideoInput]):
+    """One run of a video source: capture loop, two lanes, two publishers."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        request: VideoRequest,
+        options: VideoOptions,
+        resume: Resume | None,
+        *,
+        device: str | None = None,
+    ) -> None:
+        super().__init__(ctx, device or request.spec, resume)
+        self.request = request
+        self.options = options
+        self.images = PortPublisher(ctx, "image", self.device, resume)
+        self.segments = PortPublisher(ctx, "video", self.device, resume)
+        self.skips = CounterReport(ctx, "frames_skipped", self.device)
+        self._pacer: JpegPacer | None = None
+        self._lossless = False
+        self._capture_dropped = 0  # frames the device bridge dropped, closed inputs
+        self._open_input: VideoInput | None = None
+        self._jpeg_lane: EncodeLane[JpegJob, EncodedJpeg] | None = None
+        self._segment_lane: EncodeLane[SegmentJob, EncodedSegment] | None = None
+
+    def wants_video(self) -> bool:
+        """``video`` option, else whether any node reads the ``video`` port."""
+        if self.options.video is not None:
+            return self.options.video
+        has_readers: Callable[[str], bool] | None = getattr(self.ctx, "has_readers", None)
+        return True if has_readers is None else has_readers("video")
+
+    async def run(
+        self, first: VideoInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[VideoInput]]
+    ) -> None:
+        """Publish until the source ends (a file) or the flow stops. Raises the source's
+        or an encoder's error."""
+        info = first.info
+        self._pacer = JpegPacer(self.options.fps, 1.0 / (info.fps or DEFAULT_FPS))
+        self._lossless = not info.is_live and self.request.realtime is False
+        resize = self.request.resize
+        self._jpeg_lane = EncodeLane(
+            f"jpeg {self.device}",
+            JpegWork(make_jpeg_encoder(self.options.quality, resize), resize),
+            capacity=JPEG_LANE_CAPACITY,
+        )
+        if self.wants_video():
+            encoder = SegmentEncoder(
+                self.options.codec, self.options.segment_s, fps=info.fps, size=resize
+            )
+            self._segment_lane = EncodeLane(
+                f"segments {self.device}", encoder, capacity=SEGMENT_LANE_CAPACITY
+            )
+        lanes = [lane for lane in (self._jpeg_lane, self._segment_lane) if lane is not None]
+        publishers = [publish_lane(self._jpeg_lane, self._publish_jpeg)]
+        if self._segment_lane is not None:
+            publishers.append(publish_lane(self._segment_lane, self._publish_segment))
+        capture = self._capture(first, lanes, policy=policy, reopen=reopen)
+        try:
+            await run_together(capture, *publishers)
+        finally:
+            for lane in lanes:
+                await lane.close()
+            self.skips.update(self.skipped(), force=True)
+
+    async def _capture(
+        self,
+        first: VideoInput,
+        lanes: list[EncodeLane[Any, Any]],
+        *,
+        policy: Reconnect,
+        reopen: Callable[[], Awaitable[VideoInput]],
+    ) -> None:
+        try:
+            await self.supervise(first, policy=policy, reopen=reopen)
+        finally:
+            for lane in lanes:
+                lane.finish()  # the publishers drain what is left, then return
+
+    def skipped(self) -> dict[str, int]:
+        """Frames skipped so far: by the device bridge (``capture``) and per lane."""
+        capture = self._capture_dropped
+        if self._open_input is not None:
+            capture += self._open_input.statistics().bridge.dropped
+        counts = {"capture": capture, "jpeg": 0, "video": 0}
+        if self._jpeg_lane is not None:
+            counts["jpeg"] = self._jpeg_lane.statistics().skipped
+        if self._segment_lane is not None:
+            counts["video"] = self._segment_lane.statistics().skipped
+        return counts
+
+    def statistics(self) -> dict[str, Any]:
+        """Published, encoded and skipped counts, for metrics and tests."""
+        lane = self._segment_lane
+        return {
+            "images": self.images.published,
+            "segments": self.segments.published,
+            "segment_frames": lane.statistics().accepted if lane is not None else 0,
+            "skipped": self.skipped(),
+        }
+
+    async def consume(self, source: VideoInput) -> None:
+        self._open_input = source
+        epoch: Epoch | None = None
+        interval = 1.0 / (source.info.fps or DEFAULT_FPS)
+        try:
+            async for item in source:
+                if self.ctx.stopping():
+                    return
+                if epoch is None:
+                    epoch = self.timeline.begin()
+                pts = item.pts + epoch.offset
+                self.timeline.seen(pts, interval)
+                await self._hand_off(item, pts, epoch)
+                self.skips.update(self.skipped())
+        finally:
+            self._capture_dropped += source.statistics().bridge.dropped
+            self._open_input = None
+
+    async def _hand_off(self, item: CapturedFrame, pts: float, epoch: Epoch) -> None:
+        assert self._jpeg_lane is not None and self._pacer is not None
+        if self._pacer.due(pts):
+            job = JpegJob(
+                item.frame, item.packet, pts, item.captured_at, item.width, item.height, epoch
+            )
+            await self._send(self._jpeg_lane, job)
+        if self._segment_lane is not None:
+            segment_job = SegmentJob(item.frame, item.packet, pts, item.captured_at, epoch)
+            await self._send(self._segment_lane, segment_job)
+
+    async def _send(self, lane: EncodeLane[Any, Any], job: object) -> None:
+        if self._lossless:
+            await lane.put(job)
+        else:
+            lane.offer(job)
+
+    def on_lost(self) -> None:
+        if self._segment_lane is not None:
+            self._segment_lane.cut()  # publish the frames before the loss now
+
+    async def _publish_jpeg(self, jpeg: EncodedJpeg) -> None:
+        facts = {
+            "pts": round(jpeg.pts, 6),
+            "captured_at": jpeg.captured_at,
+            "width": jpeg.width,
+            "height": jpeg.height,
+            "codec": "jpeg",
+        }
+        await self.images.publish(jpeg.data, "image/jpeg", jpeg.epoch, facts)
+
+    async def _publish_segment(self, segment: EncodedSegment) -> None:
+        facts = {
+            "pts": round(segment.pts, 6),
+            "duration": round(segment.duration, 6),
+            "captured_at": segment.captured_at,
+            "width": segment.width,
+            "height": segment.height,
+            "codec": segment.codec,
+            "fps": segment.fps,
+            "frames": segment.frames,
+        }
+        await self.segments.publish(segment.data, segment.media_type, segment.epoch, facts)

@@ -1,0 +1,85 @@
+"""``connector = "camera"``: a camera (or any video source) as JPEGs and segments.
+
+Ports: ``image`` (``image/jpeg`` at ``fps``; an MJPEG camera's own JPEG bytes when no
+resize is asked) and ``video`` (segments of ``segment_s``: fragmented MP4 with H.264,
+or WebM with VP8/VP9, chosen by ``codec``; every frame at the camera's own rate,
+encoded only while a node reads ``video`` unless ``video`` says otherwise).
+
+``device`` is anything :func:`devices.open_video` opens: ``/dev/video0``,
+``avfoundation:0``, ``dshow:video=Name``, ``lavfi:testsrc2=size=1280x720:rate=30``,
+``file:clip.mp4`` (relative to the flow file) or an ``rtsp://``/``http://`` URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from connectors._connector import VIDEO_PORTS, MediaConnector
+from connectors._options import (
+    check_codec,
+    check_quality,
+    optional_positive,
+    parse_size,
+    positive,
+)
+from connectors._reconnect import Reconnect
+from connectors._video import VideoOptions, VideoRequest
+
+
+def video_options(
+    *, fps: float, quality: int, segment_s: float, codec: str, video: bool | None
+) -> VideoOptions:
+    """Checked publishing options (``ValueError`` naming the bad one)."""
+    return VideoOptions(
+        fps=positive("fps", fps),
+        quality=check_quality(quality),
+        segment_s=positive("segment_s", segment_s),
+        codec=check_codec(codec),
+        video=video,
+    )
+
+
+class CameraConnector(MediaConnector):
+    """Publishes a video source on ``image`` and ``video`` (see the module doc).
+
+    Options: ``device`` (required); ``fps`` (JPEGs per second, 15); ``quality`` (JPEG,
+    1-100, 85); ``size`` (``"WxH"``: asked of a capture device, a resize for anything
+    else); ``rate`` (capture frames per second) and ``input_format`` (``mjpeg``,
+    ``yuyv422`` ...), both for capture devices; ``segment_s`` (2.0); ``codec``
+    (``h264``, ``vp8``, ``vp9``); ``video`` (True/False forces segments on/off; unset:
+    only while a node reads ``video``); ``realtime`` (files and lavfi: false = as fast
+    as possible, losing nothing); ``reconnect_base_s``/``reconnect_max_s`` (backoff
+    after an unplug, 0.5 s doubling up to 10 s).
+    """
+
+    outputs: ClassVar[Mapping[str, str]] = VIDEO_PORTS
+
+    def __init__(
+        self,
+        device: str,
+        fps: float = 15.0,
+        quality: int = 85,
+        size: str | None = None,
+        rate: float | None = None,
+        input_format: str | None = None,
+        segment_s: float = 2.0,
+        codec: str = "h264",
+        video: bool | None = None,
+        realtime: bool | None = None,
+        reconnect_max_s: float = 10.0,
+        reconnect_base_s: float = 0.5,
+    ) -> None:
+        """Checks the options (``ValueError``); opens nothing (``setup`` does)."""
+        request = VideoRequest(
+            device, parse_size(size), optional_positive("rate", rate), input_format, realtime
+        )
+        options = video_options(
+            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video
+        )
+        super().__init__(
+            device,
+            video=request,
+            video_options=options,
+            reconnect=Reconnect(reconnect_base_s, reconnect_max_s),
+        )

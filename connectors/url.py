@@ -1,0 +1,103 @@
+"""``connector = "url"``: a network camera or sound stream (RTSP, HTTP, SRT ...).
+
+``media`` picks the ports: ``"video"`` (``image`` and ``video``, as the camera
+connector publishes them), ``"audio"`` (``audio``, as the microphone connector does)
+or ``"both"``. A stream that fails or ends is a lost device: ``device_lost``, backoff,
+reconnect, ``device_restored``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import av
+
+from connectors._audio import AudioRequest
+from connectors._connector import AUDIO_PORTS, VIDEO_PORTS, MediaConnector
+from connectors._options import parse_size
+from connectors._reconnect import Reconnect
+from connectors._video import VideoRequest
+from connectors.camera import video_options
+from devices import AudioInput, DeviceNotFound, FrameBridge
+from devices.audio_input import AudioInfo, DecodedAudioSource
+
+MEDIA = ("video", "audio", "both")
+LIVE_BUFFER_CHUNKS = 50  # ~5 s of 100 ms chunks before the oldest is dropped
+
+
+def _outputs(media: str) -> dict[str, str]:
+    if media not in MEDIA:
+        raise ValueError(f"media must be one of {', '.join(MEDIA)}, got {media!r}")
+    ports: dict[str, str] = {}
+    if media in ("video", "both"):
+        ports.update(VIDEO_PORTS)
+    if media in ("audio", "both"):
+        ports.update(AUDIO_PORTS)
+    return ports
+
+
+@dataclass(frozen=True)
+class StreamAudioRequest(AudioRequest):
+    """The sound of a network stream, decoded as it arrives (not paced: the server
+    sets the pace), chunks dropped oldest-first when the flow falls behind."""
+
+    def open(self) -> AudioInput:
+        """Raises ``DeviceNotFound`` when the stream cannot be opened now."""
+        try:
+            source = DecodedAudioSource(
+                self.spec, self.spec, None, rate=self.rate, channels=self.channels,
+                chunk_ms=self.chunk_ms, realtime=False,
+            )  # fmt: skip
+        except (OSError, av.FFmpegError) as exc:
+            raise DeviceNotFound(self.spec, [], reason=str(exc)) from exc
+        info = AudioInfo(
+            self.spec, "file", self.spec, self.rate, self.channels, self.chunk_ms,
+            self.rate * self.chunk_ms // 1000, True, source.source_rate, source.source_channels,
+        )  # fmt: skip
+        return AudioInput(info, source, FrameBridge(LIVE_BUFFER_CHUNKS, "drop_oldest"))
+
+
+class UrlConnector(MediaConnector):
+    """Publishes a network stream (see the module doc).
+
+    Options: ``url`` (required), ``media`` ("video"), the camera's ``fps``,
+    ``quality``, ``size`` (a resize), ``segment_s``, ``codec``, ``video``, the
+    microphone's ``rate``, ``channels``, ``chunk_ms``, and
+    ``reconnect_base_s``/``reconnect_max_s``.
+    """
+
+    @classmethod
+    def ports(cls, options: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        """``({}, outputs)`` from ``media``; the stream is not contacted at load time."""
+        return {}, _outputs(str(options.get("media", "video")))
+
+    def __init__(
+        self,
+        url: str,
+        media: str = "video",
+        fps: float = 15.0,
+        quality: int = 85,
+        size: str | None = None,
+        segment_s: float = 2.0,
+        codec: str = "h264",
+        video: bool | None = None,
+        rate: int = 16000,
+        channels: int = 1,
+        chunk_ms: int = 100,
+        reconnect_max_s: float = 10.0,
+        reconnect_base_s: float = 0.5,
+    ) -> None:
+        """Checks the options (``ValueError``); connects in ``setup``."""
+        outputs = _outputs(media)
+        options = video_options(
+            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video
+        )
+        super().__init__(
+            url,
+            video=VideoRequest(url, parse_size(size)) if "video" in outputs else None,
+            video_options=options,
+            audio=StreamAudioRequest(url, rate, channels, chunk_ms) if "audio" in outputs else None,
+            reconnect=Reconnect(reconnect_base_s, reconnect_max_s),
+        )

@@ -1,0 +1,311 @@
+"""``use = "recorder"``: a camera's ``video`` segments joined into clips, audio muxed in.
+
+Port ``video`` takes the camera's segments (fragmented MP4 with H.264, or WebM with
+VP8/VP9; each starts with a keyframe) in order; the optional port ``audio`` takes
+``audio/wav`` chunks of one stream. Every ``clip_s`` seconds of video becomes one
+clip on output ``video``: a plain MP4 (``movflags=+faststart``, AAC audio) or a WebM
+(Opus audio), seekable in a browser, with meta ``seq``, ``start`` and ``end``
+(wall clock, the segments' ``captured_at``), ``duration``, ``video_codec``,
+``audio_codec`` (None without audio), ``size``, ``width``, ``height`` and ``frames``.
+
+Video is never re-encoded: packets are copied. Clips are cut only at segment
+boundaries (each segment starts on a keyframe), so a clip holds a whole number of
+segments: make ``clip_s`` a multiple of the camera's ``segment_s`` and each clip lasts
+``clip_s`` to within a frame. A clip also ends early at a hole in the video (a
+reconnect), or where the codec or the frame size changes.
+
+Audio is laid out on the clip's wall-clock timeline by each chunk's ``captured_at``
+(silence where no chunk covers it), so both tracks start together at 0. A clip whose
+video is complete waits for the audio covering its end, until video ``audio_wait_s``
+seconds later arrives (then the missing part is silence). Chunks ending more than
+``audio_margin_s`` before the oldest unfinished clip are dropped, and at most
+``max_audio_s`` seconds are kept, so the buffer is bounded whatever the sources do.
+
+Crashes and stops. A clip is saved whole and atomically (written to a temp file in
+a directory under the data dir, then saved by path), recorded as kept by the run so
+garbage collection leaves it, and only then emitted: a crash or a stop mid-clip leaves
+every earlier clip intact and playable. The clip in progress (its segments were
+acked as they arrived; the node holds them in memory) is lost, as are its audio
+and any temp file. A redelivered segment already taken is skipped. Muxing blocks,
+so it runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import shutil
+import tempfile
+import wave
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mediaflow.engine.node import Context, Node
+from mediaflow.media import MediaRef
+from mediaflow.nodes.recorder_mux import ClipAudio, MuxedClip, SegmentFile, mux_clip
+
+AUDIO_NAMES = {"aac": "aac", "libopus": "opus", "opus": "opus"}
+
+
+@dataclass(frozen=True)
+class _Segment:
+    ref: MediaRef
+    seq: int | None
+    pts: float
+    duration: float
+    captured_at: float
+    width: int
+    height: int
+    codec: str
+    fps: float
+
+    @property
+    def end(self) -> float:
+        return self.pts + self.duration
+
+    def follows(self, other: _Segment) -> bool:
+        """Whether this segment continues ``other`` in one clip."""
+        slack = 0.5 / self.fps
+        return (self.ref.media_type, self.codec, self.width, self.height) == (
+            other.ref.media_type,
+            other.codec,
+            other.width,
+            other.height,
+        ) and abs(self.pts - other.end) <= slack
+
+
+@dataclass
+class _Clip:
+    segments: list[_Segment] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return self.segments[-1].end - self.segments[0].pts
+
+    @property
+    def start(self) -> float:
+        return self.segments[0].captured_at
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    captured_at: float
+    rate: int
+    pcm: np.ndarray  # int16 [frames, channels]
+
+    @property
+    def end(self) -> float:
+        return self.captured_at + len(self.pcm) / self.rate
+
+
+def _number(meta: Mapping[str, Any], key: str, default: float = 0.0) -> float:
+    value = meta.get(key)
+    return float(value) if isinstance(value, int | float) else default
+
+
+def segment_of(ref: MediaRef) -> _Segment:
+    meta = ref.meta
+    fps = _number(meta, "fps", 30.0) or 30.0
+    seq = meta.get("seq")
+    return _Segment(
+        ref=ref,
+        seq=seq if isinstance(seq, int) else None,
+        pts=_number(meta, "pts"),
+        duration=_number(meta, "duration", 1 / fps),
+        captured_at=_number(meta, "captured_at"),
+        width=int(_number(meta, "width")),
+        height=int(_number(meta, "height")),
+        codec=str(meta.get("codec", "")),
+        fps=fps,
+    )
+
+
+def read_wav_chunk(data: bytes, captured_at: float) -> _Chunk:
+    """A WAV chunk as int16 PCM (``ValueError`` for anything else)."""
+    with wave.open(io.BytesIO(data)) as wav:
+        if wav.getsampwidth() != 2:
+            raise ValueError(f"only 16-bit WAV is recorded, got {8 * wav.getsampwidth()}-bit")
+        channels, rate = wav.getnchannels(), wav.getframerate()
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    return _Chunk(captured_at, rate, pcm.reshape(-1, channels))
+
+
+def lay_out_audio(chunks: list[_Chunk], start: float, duration: float) -> ClipAudio:
+    """The audio of ``[start, start + duration)`` (wall clock); silence where none."""
+    rate = chunks[0].rate if chunks else 16000
+    channels = min(chunks[0].pcm.shape[1], 2) if chunks else 1
+    track = np.zeros((round(duration * rate), channels), dtype=np.int16)
+    for chunk in chunks:
+        if chunk.rate != rate or chunk.pcm.shape[1] < channels:
+            continue  # a format change mid-clip: skipped rather than resampled
+        offset = round((chunk.captured_at - start) * rate)
+        begin, stop = max(offset, 0), min(offset + len(chunk.pcm), len(track))
+        if begin < stop:
+            track[begin:stop] = chunk.pcm[begin - offset : stop - offset, :channels]
+    return ClipAudio(track, rate)
+
+
+def _wired(ctx: Context, port: str) -> bool:
+    """Whether ``port`` of this node is wired. No public API says so yet: ask the
+    runner's flow spec, and assume wired when that is out of reach."""
+    spec = getattr(getattr(ctx, "_runner", None), "spec", None)
+    nodes = getattr(spec, "nodes", None)
+    if not isinstance(nodes, Mapping) or ctx.node not in nodes:
+        return True
+    return port in getattr(nodes[ctx.node], "inputs", {port: None})
+
+
+def _temp_root(ctx: Context) -> Path | None:
+    """A directory under the data dir for clips being written (same filesystem as the
+    store, so saving by path is cheap); None falls back to the system's."""
+    store = getattr(getattr(ctx, "_runner", None), "store", None)
+    data_dir = getattr(store, "data_dir", None)
+    if not isinstance(data_dir, Path):
+        return None
+    root = data_dir / "tmp" / "recorder"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+class RecorderNode(Node):
+    """Joins video segments into clips of ``clip_s`` and muxes audio in (module doc).
+
+    Options: ``clip_s`` (10), ``audio_wait_s`` (how much later video a finished clip
+    waits for its audio, ``clip_s``), ``audio_margin_s`` (audio kept before the oldest
+    unfinished clip, 1), ``max_audio_s`` (audio buffer bound, 120).
+    """
+
+    inputs: ClassVar[Mapping[str, str]] = {"video": "video", "audio": "audio"}
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"audio"})
+    outputs: ClassVar[Mapping[str, str]] = {"video": "video"}
+
+    def __init__(
+        self,
+        clip_s: float = 10.0,
+        audio_wait_s: float | None = None,
+        audio_margin_s: float = 1.0,
+        max_audio_s: float = 120.0,
+    ) -> None:
+        for name, value in (("clip_s", clip_s), ("max_audio_s", max_audio_s)):
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
+        if audio_margin_s < 0 or (audio_wait_s is not None and audio_wait_s < 0):
+            raise ValueError("audio_wait_s and audio_margin_s must not be negative")
+        self.clip_s = float(clip_s)
+        self.audio_wait_s = float(clip_s if audio_wait_s is None else audio_wait_s)
+        self.audio_margin_s = float(audio_margin_s)
+        self.max_audio_s = float(max_audio_s)
+        self._open = _Clip()
+        self._ready: deque[_Clip] = deque()
+        self._audio: deque[_Chunk] = deque()
+        self._audio_end = float("-inf")
+        self._video_end = float("-inf")  # wall clock of the newest video seen
+        self._last_seq: int | None = None
+        self._clip_seq = 0
+        self._has_audio = True
+        self._temp: Path | None = None
+
+    async def setup(self, ctx: Context) -> None:
+        self._has_audio = _wired(ctx, "audio")
+        self._temp = _temp_root(ctx)
+        latest = ctx.latest("video")
+        if isinstance(latest, MediaRef) and isinstance(latest.meta.get("seq"), int):
+            self._clip_seq = int(latest.meta["seq"]) + 1
+
+    async def run(self, ctx: Context) -> None:
+        video = ctx.inputs.get("video")
+        if isinstance(video, MediaRef):
+            self._take_video(segment_of(video))
+        audio = ctx.inputs.get("audio")
+        if isinstance(audio, MediaRef):
+            data = await ctx.read_artifact(audio)
+            self._take_audio(read_wav_chunk(data, _number(audio.meta, "captured_at")))
+        while self._ready and self._can_finish(self._ready[0]):
+            await self._finish(ctx, self._ready.popleft())
+        self._trim_audio()
+
+    def _take_video(self, segment: _Segment) -> None:
+        if segment.seq is not None and self._last_seq is not None and segment.seq <= self._last_seq:
+            return  # a redelivery of a segment already taken
+        self._last_seq = segment.seq
+        clip = self._open
+        if clip.segments and not segment.follows(clip.segments[-1]):
+            self._close_open()
+            clip = self._open
+        clip.segments.append(segment)
+        self._video_end = max(self._video_end, clip.end)
+        if clip.duration >= self.clip_s - 0.5 / segment.fps:
+            self._close_open()
+
+    def _close_open(self) -> None:
+        if self._open.segments:
+            self._ready.append(self._open)
+        self._open = _Clip()
+
+    def _take_audio(self, chunk: _Chunk) -> None:
+        self._audio.append(chunk)
+        self._audio_end = max(self._audio_end, chunk.end)
+
+    def _can_finish(self, clip: _Clip) -> bool:
+        slack = 0.5 / clip.segments[-1].fps
+        return (
+            not self._has_audio
+            or self._audio_end >= clip.end - slack
+            or self._video_end - clip.end > self.audio_wait_s
+        )
+
+    def _trim_audio(self) -> None:
+        pending = self._ready[0] if self._ready else self._open
+        horizon = (pending.start if pending.segments else self._audio_end) - self.audio_margin_s
+        while self._audio and self._audio[0].end < horizon:
+            self._audio.popleft()
+        while self._audio and self._audio_end - self._audio[0].end > self.max_audio_s:
+            self._audio.popleft()
+
+    async def _finish(self, ctx: Context, clip: _Clip) -> None:
+        first = clip.segments[0]
+        files = [
+            SegmentFile(ctx.artifact_path(s.ref), s.pts - first.pts, s.duration)
+            for s in clip.segments
+        ]
+        audio = None
+        if self._has_audio:
+            chunks = [c for c in self._audio if c.end > clip.start and c.captured_at < clip.end]
+            audio = lay_out_audio(chunks, clip.start, clip.duration)
+        suffix = ".webm" if first.ref.media_type == "video/webm" else ".mp4"
+        media_type = "video/webm" if suffix == ".webm" else "video/mp4"
+        folder = Path(tempfile.mkdtemp(prefix="clip-", dir=self._temp))
+        try:
+            out = folder / f"clip{suffix}"
+            muxed: MuxedClip = await asyncio.to_thread(mux_clip, files, media_type, audio, out)
+            meta = {
+                "seq": self._clip_seq,
+                "start": clip.start,
+                "end": clip.end,
+                "captured_at": clip.start,
+                "duration": round(clip.duration, 6),
+                "video_codec": muxed.video_codec,
+                "audio_codec": AUDIO_NAMES.get(muxed.audio_codec or "", muxed.audio_codec),
+                "size": out.stat().st_size,
+                "width": first.width,
+                "height": first.height,
+                "frames": muxed.frames,
+                "segments": len(files),
+            }
+            ref = await ctx.save_artifact(out, media_type, meta)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        keep = getattr(ctx, "keep", None)
+        if callable(keep):
+            keep(ref)  # a small SQLite write, on the loop as the store expects
+        self._clip_seq += 1
+        await ctx.emit("video", ref)

@@ -1,0 +1,86 @@
+"""``mediaflow demo``: the bundled flow runs on virtual devices and the wall has it all."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from mediaflow import load_flow
+from mediaflow.cli_demo import DEMO_FLOW
+
+LATEST = {("cam", "image"), ("mic", "audio"), ("asr", "text"), ("rec", "video")}
+
+
+def test_the_demo_flow_file_loads() -> None:
+    spec = load_flow(DEMO_FLOW)
+    assert spec.name == "demo" and set(spec.nodes) == {"cam", "mic", "asr", "rec"}
+    assert (DEMO_FLOW.parent / "speech" / "commands.wav").stat().st_size < 300_000
+    assert load_flow(DEMO_FLOW.parent / "devices.toml").name == "devices"
+
+
+def latest_values(flow: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    return {
+        (node["id"], port): out.get("latest")
+        for node in flow["nodes"]
+        for port, out in node["outputs"].items()
+        if out.get("latest") is not None
+    }
+
+
+async def read_events(url: str, seen: list[dict[str, Any]]) -> None:
+    async with aiohttp.ClientSession() as client, client.get(f"{url}/api/events") as resp:
+        async for line in resp.content:
+            if line.startswith(b"data: "):
+                seen.append(json.loads(line[6:]))
+
+
+async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mediaflow", "demo", "--for", "14", "--port", "0",
+        "--data", str(tmp_path / "data"), stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    url = None
+    while url is None:
+        line = (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+        assert line, "the demo exited before serving"
+        found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
+        url = found.group(1) if found else None
+    events: list[dict[str, Any]] = []
+    reader = asyncio.create_task(read_events(url, events))
+    latest: dict[tuple[str, str], Any] = {}
+    async with aiohttp.ClientSession() as client:
+        for _ in range(130):
+            async with client.get(f"{url}/api/flows/demo") as resp:
+                latest = latest_values(await resp.json())
+            if set(latest) >= LATEST and any(e.get("type") == "transcript" for e in events):
+                break
+            await asyncio.sleep(0.1)
+        assert set(latest) >= LATEST, sorted(latest)
+        clip = latest["rec", "video"]
+        assert clip["media_type"] == "video/mp4"
+        assert clip["meta"]["audio_codec"] == "aac" and clip["meta"]["duration"] == 4.0
+        first_bytes = {"Range": "bytes=0-99"}
+        async with client.get(f"{url}/artifacts/{clip['digest']}", headers=first_bytes) as resp:
+            assert resp.status == 206
+        async with client.get(url + "/") as resp:
+            assert resp.status == 200
+    assert latest["asr", "text"] in {"turn on the lights", "what time is it", "open the door"}
+    assert any(e.get("type") == "transcript" for e in events)
+    reader.cancel()
+    assert await asyncio.wait_for(proc.wait(), 20) == 0
+    await proc.stderr.read()
+
+
+def test_demo_without_samples_fails_clearly(monkeypatch: Any, capsys: Any) -> None:
+    from mediaflow import cli_demo
+
+    monkeypatch.setattr(cli_demo, "DEMO_FLOW", Path("/nonexistent/samples/demo.toml"))
+    assert cli_demo.main(["--for", "1"]) == 2
+    assert "samples/ directory" in capsys.readouterr().err
