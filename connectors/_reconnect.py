@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -143,7 +144,7 @@ async def sleep_unless_stopping(ctx: Context, seconds: float) -> bool:
     return True
 
 
-class SourceRun(Generic[InputT]):
+class SourceRun(ABC, Generic[InputT]):
     """Base of the video and audio runs: one device, its timeline, its reconnects."""
 
     def __init__(self, ctx: Context, device: str, resume: Resume | None) -> None:
@@ -151,9 +152,9 @@ class SourceRun(Generic[InputT]):
         self.device = device
         self.timeline = Timeline(resume)
 
+    @abstractmethod
     async def consume(self, source: InputT) -> None:
         """Publish what ``source`` yields until it ends or the flow stops."""
-        raise NotImplementedError
 
     def on_lost(self) -> None:
         """Called right after the device was lost, before the backoff."""

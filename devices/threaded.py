@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from abc import ABC, abstractmethod
 from typing import Generic, Self, TypeVar
 
 from devices.bridge import FrameBridge, start_producer
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 2.0
 
 
-class ThreadedInput(Generic[T]):
+class ThreadedInput(ABC, Generic[T]):
     """Items produced by ``_produce`` on a thread; consume with ``async for`` or ``read``.
 
     One consumer task. Use ``async with`` or call :meth:`aclose` so the thread stops and
@@ -31,11 +32,13 @@ class ThreadedInput(Generic[T]):
         self._thread: threading.Thread | None = None
         self._closed = False
 
+    @abstractmethod
     def _produce(self, bridge: FrameBridge[T]) -> None:
-        raise NotImplementedError
+        """Read the device into ``bridge`` (runs in the producer thread)."""
 
+    @abstractmethod
     def _release(self) -> None:
-        raise NotImplementedError
+        """Close the device (runs once, after the producer stopped)."""
 
     def start(self) -> None:
         """Start the producer thread (``read`` does it on first use). Never blocks.

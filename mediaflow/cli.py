@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mediaflow import cli_demo, cli_devices, cli_serve
+from mediaflow.cli_args import seconds
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
@@ -58,9 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a flow file", parents=[common])
     run.add_argument("flow", type=Path, help="the flow file (TOML)")
     stop = run.add_mutually_exclusive_group()
-    stop.add_argument(
-        "--for", dest="for_s", type=_seconds, metavar="S", help="stop after S seconds"
-    )
+    stop.add_argument("--for", dest="for_s", type=seconds, metavar="S", help="stop after S seconds")
     stop.add_argument(
         "--until-idle",
         action="store_true",
@@ -96,16 +95,6 @@ def _add_data(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
     )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the duration must be positive")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mediaflow import cli_serve
+from mediaflow.cli_args import seconds
 
 COMMAND = "demo"
 DEFAULT_PORT = 8765
@@ -37,7 +38,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         parents=list(parents),
     )
     parser.add_argument(
-        "--for", dest="for_s", type=_seconds, metavar="S", help="stop after S seconds"
+        "--for", dest="for_s", type=seconds, metavar="S", help="stop after S seconds"
     )
     cli_serve.add_server_options(parser, port_default=DEFAULT_PORT)
     parser.add_argument(
@@ -47,16 +48,6 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         metavar="DIR",
         help="store, queue and state directory (default: as for `mediaflow run`)",
     )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the duration must be positive")
-    return value
 
 
 def demo_flow() -> Path | None:
