@@ -78,6 +78,17 @@ class RunContext:
     def stopping(self) -> bool:
         return self._runner.stopping
 
+    def is_wired(self, port: str) -> bool:
+        """Whether this node's input ``port`` is wired in the flow (optional inputs)."""
+        return port in self._runner.spec.nodes[self.node].inputs
+
+    def temp_dir(self) -> Path:
+        """A scratch directory for this node on the store's filesystem, so a file
+        written there is saved by a link rather than a copy. Created on demand."""
+        path = self._runner.store.data_dir / "tmp" / self.node
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     def has_readers(self, port: str) -> bool:
         """Whether any node in the flow reads this node's ``port`` (a camera encodes
         video segments only when someone reads them)."""

@@ -95,6 +95,14 @@ class Context(Protocol):
         """True once the flow is shutting down; long-running sources should return."""
         ...
 
+    def is_wired(self, port: str) -> bool:
+        """Whether this node's input ``port`` is wired in the flow (optional inputs)."""
+        ...
+
+    def temp_dir(self) -> Path:
+        """A scratch directory for this node on the store's filesystem."""
+        ...
+
     def has_readers(self, port: str) -> bool:
         """Whether any node in the flow reads this node's output ``port``."""
         ...

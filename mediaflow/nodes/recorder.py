@@ -154,28 +154,6 @@ def lay_out_audio(chunks: list[_Chunk], start: float, duration: float) -> ClipAu
     return ClipAudio(track, rate)
 
 
-def _wired(ctx: Context, port: str) -> bool:
-    """Whether ``port`` of this node is wired. No public API says so yet: ask the
-    runner's flow spec, and assume wired when that is out of reach."""
-    spec = getattr(getattr(ctx, "_runner", None), "spec", None)
-    nodes = getattr(spec, "nodes", None)
-    if not isinstance(nodes, Mapping) or ctx.node not in nodes:
-        return True
-    return port in getattr(nodes[ctx.node], "inputs", {port: None})
-
-
-def _temp_root(ctx: Context) -> Path | None:
-    """A directory under the data dir for clips being written (same filesystem as the
-    store, so saving by path is cheap); None falls back to the system's."""
-    store = getattr(getattr(ctx, "_runner", None), "store", None)
-    data_dir = getattr(store, "data_dir", None)
-    if not isinstance(data_dir, Path):
-        return None
-    root = data_dir / "tmp" / "recorder"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 class RecorderNode(Node):
     """Joins video segments into clips of ``clip_s`` and muxes audio in (module doc).
 
@@ -215,8 +193,8 @@ class RecorderNode(Node):
         self._temp: Path | None = None
 
     async def setup(self, ctx: Context) -> None:
-        self._has_audio = _wired(ctx, "audio")
-        self._temp = _temp_root(ctx)
+        self._has_audio = ctx.is_wired("audio")
+        self._temp = ctx.temp_dir()
         latest = ctx.latest("video")
         if isinstance(latest, MediaRef) and isinstance(latest.meta.get("seq"), int):
             self._clip_seq = int(latest.meta["seq"]) + 1
