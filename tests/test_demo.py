@@ -7,12 +7,16 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from mediaflow import load_flow
 from mediaflow.cli_demo import DEMO_FLOW
+from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 LATEST = {("cam", "image"), ("mic", "audio"), ("asr", "text"), ("rec", "video")}
 
@@ -40,9 +44,9 @@ async def read_events(url: str, seen: list[dict[str, Any]]) -> None:
                 seen.append(json.loads(line[6:]))
 
 
-async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path) -> None:
+async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path, page: Page) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mediaflow", "demo", "--for", "14", "--port", "0",
+        sys.executable, "-m", "mediaflow", "demo", "--for", "20", "--port", "0",
         "--data", str(tmp_path / "data"), stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
@@ -71,6 +75,18 @@ async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path) 
             assert resp.status == 206
         async with client.get(url + "/") as resp:
             assert resp.status == 200
+    # What a person sees: the wall in Chromium shows a frame, audio chunks
+    # arriving, a transcript line and a clip to play.
+    await page.goto(url + "/")
+    await page.wait_for_selector("[data-widget='cam.image'] img[src]", timeout=15_000)
+    await page.wait_for_selector("[data-widget='asr.text'] .lines li", timeout=15_000)
+    await page.wait_for_selector("[data-widget='rec.video'] .clips button", timeout=15_000)
+    await page.wait_for_function(
+        """() => /[1-9]\\d* chunks queued/.test(
+            document.querySelector("[data-widget='mic.audio']").textContent)""",
+        timeout=15_000,
+    )
+    assert page_errors(page) == []
     assert latest["asr", "text"] in {"turn on the lights", "what time is it", "open the door"}
     assert any(e.get("type") == "transcript" for e in events)
     reader.cancel()
