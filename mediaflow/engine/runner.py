@@ -5,17 +5,29 @@ decides comes from :func:`~mediaflow.engine.reduce.reduce`; this module only
 
 * feeds ticks in (:meth:`FlowRunner.dispatch`, synchronous, so a tick and its
   commands are applied without another coroutine interleaving),
-* applies commands (start a node task, buffer an ack, dead-letter, release,
-  set a timer, publish an event),
-* journals emissions (:meth:`FlowRunner.emit`), and
-* keeps background loops: claim work, flush acks, touch leases, reclaim
-  stale work, sample the backlog, flush latest values.
+* applies commands (start or continue a node, buffer an ack, dead-letter,
+  release, set a timer, publish an event),
+* journals emissions (:meth:`FlowRunner.emit`) by group commit
+  (:meth:`FlowRunner.flush`), and
+* keeps background loops (:mod:`.loops`): commit, claim, touch leases,
+  reclaim stale work, sample the backlog, flush latest values.
 
-Emissions go to the queue first and to a node second: an emission whose
-reader has room and is caught up is enqueued already claimed for this
-process (one transaction, no second round trip); otherwise it waits on disk
-until the claimer fetches it in order. In-memory lines are bounded by
-``EngineSettings.node_buffer`` per node.
+Emissions go to the queue first and to a node second. One transaction per
+event-loop turn carries the turn's emissions, the acks of finished items and
+the latest value per port; an emission whose reader is caught up and has room
+is claimed for this process in that same transaction, the others wait on disk
+until the claimer fetches them in order.
+
+Every hand-off in memory is bounded, each with its policy:
+
+* a node's line: ``EngineSettings.node_buffer`` items (one after a crash);
+  beyond it work waits on disk (*block at the queue*);
+* the outbox of the next group commit: :data:`OUTBOX_LIMIT` emissions; an
+  emitter that fills it waits for the commit (*block the producer*);
+* pending acks: at most the items held, committed with the next group;
+* event subscribers: a ring per reader (*drop oldest*, counted);
+* ``latest`` events: :class:`~.events.LatestThrottle` (*keep newest*);
+* latency samples: :class:`~.stats.LatencyWindow` (*keep newest*).
 """
 
 from __future__ import annotations
