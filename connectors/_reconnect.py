@@ -51,10 +51,12 @@ REOPEN_ERRORS: tuple[type[BaseException], ...] = (DeviceNotFound, *LOST_ERRORS)
 
 @dataclass(frozen=True)
 class Reconnect:
-    """Backoff between reopen attempts: ``base_s``, doubling, capped at ``max_s``."""
+    """Backoff between reopen attempts: ``base_s``, doubling, capped at ``max_s``;
+    ``loop``: a file or virtual source that ends starts again from the beginning."""
 
     base_s: float = 0.5
     max_s: float = 10.0
+    loop: bool = False
 
     def __post_init__(self) -> None:
         if self.base_s <= 0 or self.max_s < self.base_s:
@@ -93,8 +95,14 @@ async def supervise(
             error = exc
         finally:
             await source.aclose()
-        if not live or ctx.stopping():
+        if ctx.stopping():
             return
+        if not live:
+            if not policy.loop:
+                return
+            # Played to the end: again from the start (seq and pts carry on).
+            source = await reopen()
+            continue
         lost_at = time.monotonic()
         ctx.log.warning("%s lost: %s", device, error)
         ctx.publish("device_lost", device=device, error=f"{type(error).__name__}: {error}")

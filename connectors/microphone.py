@@ -20,7 +20,8 @@ class MicrophoneConnector(MediaConnector):
     """Publishes audio chunks on ``audio`` (see the module doc).
 
     Options: ``device`` ("default"), ``rate`` (16000), ``channels`` (1), ``chunk_ms``
-    (100), ``realtime`` (files and lavfi: false = as fast as possible),
+    (100), ``realtime`` (files and lavfi: false = as fast as possible), ``loop`` (a
+    file starts again when it ends, for demos),
     ``reconnect_base_s``/``reconnect_max_s`` (backoff after an unplug).
     """
 
@@ -35,10 +36,11 @@ class MicrophoneConnector(MediaConnector):
         realtime: bool | None = None,
         reconnect_max_s: float = 10.0,
         reconnect_base_s: float = 0.5,
+        loop: bool = False,
     ) -> None:
         """Opens nothing (``setup`` does; bad rates and channels fail there)."""
         super().__init__(
             str(device),
             audio=AudioRequest(str(device), rate, channels, chunk_ms, realtime),
-            reconnect=Reconnect(reconnect_base_s, reconnect_max_s),
+            reconnect=Reconnect(reconnect_base_s, reconnect_max_s, loop=bool(loop)),
         )

@@ -24,6 +24,7 @@ from tests.connector_helpers import (
     dominant_hz,
     rms,
     run_flow,
+    sink_has,
     wav_pcm,
     write_tone,
 )
@@ -82,6 +83,20 @@ async def test_file_microphone_is_resampled_and_ends(tmp_path: Path) -> None:
     result = await run_flow(flow, tmp_path / "data")
     pcm = assert_chunks(result, rate=8000, channels=2, chunk_ms=40, count=30)
     assert dominant_hz(pcm, 8000) == pytest.approx(1000, abs=5)
+
+
+async def test_a_looping_file_microphone_starts_again_and_keeps_counting(
+    tmp_path: Path,
+) -> None:
+    tone = write_tone(tmp_path / "tone.wav", seconds=0.5, hz=1000, rate=16000, channels=1)
+    flow = mic_flow("loop", f"file:{tone}", chunk_ms=100, realtime=False, loop=True)
+    result = await run_flow(flow, tmp_path / "data", until=sink_has("audio", 12))
+    metas = [c.ref.meta for c in result.port("audio")]
+    assert len(metas) >= 12  # the 5 chunks of the file, and again, and again
+    assert [m["seq"] for m in metas] == list(range(len(metas)))
+    pts = [m["pts"] for m in metas]
+    assert pts == sorted(pts) and pts[10] == pytest.approx(1.0)
+    assert not [e for e in result.events if e.type == "device_lost"]
 
 
 async def test_real_capture_from_portaudio_hears_the_tone(
