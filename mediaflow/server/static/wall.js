@@ -263,6 +263,12 @@
   async function refreshFlows() {
     const listing = await getJson("/api/flows");
     const main = document.getElementById("flows");
+    const empty = main.querySelector(".empty");
+    if (empty && listing.flows.length === 0) {
+      // Said only once the server answered: before that, the page is still loading.
+      empty.replaceChildren("No flows yet. Run one with ",
+        h("code", { text: "mediaflow run FLOW.toml --port N" }), ".");
+    }
     for (const summary of listing.flows) {
       if (!flows.has(summary.name)) {
         const view = new FlowView(summary.name);
