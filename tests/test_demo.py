@@ -8,12 +8,16 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from mediaflow import load_flow
 from mediaflow.cli_demo import DEMO_FLOW
+from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 LATEST = {("cam", "image"), ("mic", "audio"), ("asr", "text"), ("rec", "video")}
 
@@ -41,7 +45,7 @@ async def read_events(url: str, seen: list[dict[str, Any]]) -> None:
                 seen.append(json.loads(line[6:]))
 
 
-async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path) -> None:
+async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path, page: Page) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mediaflow", "demo", "--for", "120", "--port", "0",
         "--data", str(tmp_path / "data"), stderr=asyncio.subprocess.PIPE,
@@ -57,7 +61,7 @@ async def test_demo_serves_frames_chunks_transcripts_and_a_clip(tmp_path: Path) 
     log_lines: list[bytes] = []
     drain = asyncio.create_task(drain_into(proc.stderr, log_lines))
     try:
-        await check_demo(url)
+        await check_demo(url, page)
     finally:
         if proc.returncode is None:
             # Ctrl-C (SIGINT) stops the demo cleanly, as it would for a user.
@@ -72,7 +76,7 @@ async def drain_into(stream: asyncio.StreamReader, lines: list[bytes]) -> None:
         lines.append(line)
 
 
-async def check_demo(url: str) -> None:
+async def check_demo(url: str, page: Page) -> None:
     events: list[dict[str, Any]] = []
     reader = asyncio.create_task(read_events(url, events))
     latest: dict[tuple[str, str], Any] = {}
@@ -92,6 +96,18 @@ async def check_demo(url: str) -> None:
             assert resp.status == 206
         async with client.get(url + "/") as resp:
             assert resp.status == 200
+    # What a person sees: the wall in Chromium shows a frame, audio chunks
+    # arriving, a transcript line and a clip to play.
+    await page.goto(url + "/")
+    await page.wait_for_selector("[data-widget='cam.image'] img[src]", timeout=15_000)
+    await page.wait_for_selector("[data-widget='asr.text'] .lines li", timeout=15_000)
+    await page.wait_for_selector("[data-widget='rec.video'] .clips button", timeout=15_000)
+    await page.wait_for_function(
+        """() => /[1-9]\\d* chunks queued/.test(
+            document.querySelector("[data-widget='mic.audio']").textContent)""",
+        timeout=15_000,
+    )
+    assert page_errors(page) == []
     assert latest["asr", "text"] in {"turn on the lights", "what time is it", "open the door"}
     assert any(e.get("type") == "transcript" for e in events)
     reader.cancel()

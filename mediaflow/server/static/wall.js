@@ -225,6 +225,7 @@
       this.name = name;
       this.widgets = new Map();
       this.lastEventAt = 0;
+      this.applied = false;
       this.badge = h("span", { class: "badge" });
       this.grid = h("div", { class: "widgets" });
       this.root = h("section", { class: "flow", "data-flow": name },
@@ -252,11 +253,14 @@
       return widget;
     }
     async poll() {
+      // Widgets are made from a poll (events do not say a port's kind), so the first
+      // answer is always applied, however busy the event stream is.
       const started = Date.now();
-      if (started - this.lastEventAt < EVENTS_FRESH_MS) return;
+      if (this.applied && started - this.lastEventAt < EVENTS_FRESH_MS) return;
       const view = await getJson(`/api/flows/${encodeURIComponent(this.name)}`);
-      if (this.lastEventAt > started) return; // an event overtook this answer: it is newer
+      if (this.applied && this.lastEventAt > started) return; // an event overtook it: newer
       this.apply(view);
+      this.applied = true;
     }
   }
 
