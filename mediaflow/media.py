@@ -173,6 +173,14 @@ def encode_value(value: object) -> object:
     return value
 
 
+def present_value(data: object) -> object:
+    """An encoded port value as readers outside the engine see it (the JSONL
+    output, events, the API): a reference as its plain JSON object."""
+    if isinstance(data, Mapping) and len(data) == 1 and "$ref" in data:
+        return data["$ref"]
+    return data
+
+
 def decode_value(data: object) -> object:
     """Inverse of :func:`encode_value`."""
     if isinstance(data, Mapping) and len(data) == 1 and "$ref" in data:

@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mediaflow.media import present_value
+
 # The event types the engine itself publishes; connectors and nodes add their own
 # (``device_lost``, ``device_restored``, ``transcript`` ...).
 ENGINE_EVENT_TYPES = frozenset(
@@ -76,10 +78,10 @@ class LatestThrottle:
     def _send(self, key: tuple[str, str], value: Any, now: float) -> None:
         self._last_sent[key] = now
         node, port = key
-        if isinstance(value, dict) and "$ref" in value:
-            value = value["$ref"]
         self._bus.publish(
-            "latest", {"flow": self._flow, "node": node, "port": port, "value": value}, replay=False
+            "latest",
+            {"flow": self._flow, "node": node, "port": port, "value": present_value(value)},
+            replay=False,
         )
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mediaflow.engine.reduce import held_ids, wants
 from mediaflow.engine.ticks import BacklogSampledTick
+from mediaflow.media import present_value
 from mediaflow.queue.contract import QueueError, StreamKey
 
 if TYPE_CHECKING:
@@ -180,6 +181,6 @@ class BackgroundLoops:
         stream = self.runner.jsonl
         if stream is None:
             return
-        value = encoded["$ref"] if isinstance(encoded, dict) and "$ref" in encoded else encoded
-        stream.write(json.dumps({"node": node, "port": port, "value": value}) + "\n")
+        line = json.dumps({"node": node, "port": port, "value": present_value(encoded)})
+        stream.write(line + "\n")
         stream.flush()

@@ -14,15 +14,8 @@ from typing import Any
 
 from mediaflow.engine.state_store import RunRecord
 from mediaflow.flows import FlowSpec
-from mediaflow.media import MEDIA_KINDS
+from mediaflow.media import MEDIA_KINDS, present_value
 from mediaflow.queue import StreamBacklog, StreamKey
-
-
-def present_value(encoded: Any) -> Any:
-    """A latest value as the API shows it (``{"$ref": ref}`` becomes ``ref``)."""
-    if isinstance(encoded, Mapping) and len(encoded) == 1 and "$ref" in encoded:
-        return encoded["$ref"]
-    return encoded
 
 
 def guess_kind(encoded: Any) -> str:
