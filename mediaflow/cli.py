@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mediaflow import cli_demo, cli_devices, cli_serve
+from mediaflow import cli_demo, cli_devices, cli_serve, eventloop
 from mediaflow.cli_args import seconds
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "run":
-            return asyncio.run(_run(args))
+            return eventloop.run_command(lambda: _run(args))
         if args.command == cli_serve.COMMAND:
             return cli_serve.run(args)
         if args.command == cli_devices.COMMAND:

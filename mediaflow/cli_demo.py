@@ -12,13 +12,12 @@ Wire it into the main parser with :func:`add_parser` and dispatch to :func:`run`
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mediaflow import cli_serve
+from mediaflow import cli_serve, eventloop
 from mediaflow.cli_args import seconds
 
 COMMAND = "demo"
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         data=getattr(args, "data", None),
     )
     try:
-        return asyncio.run(cli._run(namespace))
+        return eventloop.run_command(lambda: cli._run(namespace))
     except KeyboardInterrupt:
         return 130
 

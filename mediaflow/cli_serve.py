@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mediaflow import eventloop
 from mediaflow.config import ConfigError, default_data_dir
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM. Blocks; returns the exit code."""
     try:
-        return asyncio.run(_serve(args))
+        return eventloop.run_command(lambda: _serve(args))
     except KeyboardInterrupt:
         return 0
 

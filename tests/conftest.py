@@ -3,11 +3,13 @@ sections below the last one rather than editing another's."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from mediaflow import eventloop
 from mediaflow.queue import SqliteQueue, WorkQueue
 
 # -- work queue backends -------------------------------------------------------
@@ -56,3 +58,22 @@ async def queue_backend(
 @pytest.fixture
 async def queue(queue_backend: QueueBackend) -> WorkQueue:
     return queue_backend.open()
+
+
+# -- event loops -----------------------------------------------------------------
+#
+# The commands run on uvloop where it is installed (mediaflow/eventloop.py), tests
+# on asyncio's loop. A module or test marked ``both_loops`` runs on each.
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    factories: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+        "asyncio": asyncio.new_event_loop
+    }
+    if item.get_closest_marker("both_loops") is not None:
+        factory = eventloop.loop_factory("auto")
+        if factory is not None:
+            factories["uvloop"] = factory
+    return factories

@@ -22,7 +22,11 @@ from tests.http_support import (
     serve,
     settings_for,
     transfer_path_fixture,  # noqa: F401 - the transfer_path fixture
+    wait_until,
 )
+
+# Every test here runs on asyncio's loop and on uvloop (the loop the commands use).
+pytestmark = pytest.mark.both_loops
 
 SIZE = 300_000  # several chunks on the fallback path, several sends on sendfile
 DATA = random_bytes(SIZE, seed=1)
@@ -47,9 +51,9 @@ def used(served: Served, path: str) -> None:
     stats = served.state.transfers
     assert stats.inline == 0
     if path == "sendfile":
-        assert stats.direct + stats.loop_sendfile > 0 and stats.chunked == 0
+        assert stats.direct + stats.resumed > 0 and stats.chunked == 0
     else:
-        assert stats.chunked > 0 and stats.direct == 0 and stats.loop_sendfile == 0
+        assert stats.chunked > 0 and stats.direct == 0 and stats.resumed == 0
 
 
 async def test_whole_artifact_with_its_headers(tmp_path: Path, transfer_path: str) -> None:
@@ -263,14 +267,17 @@ async def test_many_concurrent_ranges_and_a_small_cache(tmp_path: Path, transfer
         await asyncio.gather(*(one(i) for i in range(60)))
 
 
-async def test_large_artifact_goes_through_loop_sendfile(tmp_path: Path) -> None:
-    """A body larger than the socket takes at once continues through loop.sendfile."""
+async def test_large_artifact_continues_after_the_socket_fills(tmp_path: Path) -> None:
+    """A body larger than the socket takes at once continues by sendfile each time the
+    socket has room again."""
     big = random_bytes(8 << 20, seed=5)
     async with serve(tmp_path, settings_for("sendfile")) as served:
         digest = await put(served, big)
         status, _, body = await get(served, digest)
         assert status == 200 and body == big
-        assert served.state.transfers.loop_sendfile > 0
+        stats = served.state.transfers
+        assert stats.direct > 0
+        assert stats.resumed > 0 and stats.direct + stats.resumed == len(big)
 
 
 async def test_small_bodies_go_inline_by_default(tmp_path: Path) -> None:
@@ -365,3 +372,117 @@ async def test_store_read_errors_are_not_swallowed(tmp_path: Path) -> None:
         status, _, _ = await get(served, digest)
         assert status == 500
         assert store.exists(digest)
+
+
+# -- connections: the lean way writes its own status line and headers ----------------
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[bytes, dict[str, str], bytes]:
+    """One response off a kept-alive connection: status line, headers, exactly its body."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            assert name.lower() not in headers, f"{name} sent twice"
+            headers[name.lower()] = value.strip()
+    body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 5)
+    return lines[0].encode(), headers, body
+
+
+@pytest.mark.parametrize("inline_max", [0, 1 << 20])
+async def test_pipelined_requests_on_one_connection(tmp_path: Path, inline_max: int) -> None:
+    """Several requests in one write are answered in order, each body exactly its bytes,
+    with the headers the aiohttp way sends (one of each, Date and Server included)."""
+    settings = settings_for("sendfile", inline_max=inline_max)
+    async with serve(tmp_path, settings) as served:
+        digest = await put(served, DATA)
+        spans = [(0, 65535), (100_000, 100_009), (SIZE - 7, SIZE - 1)]
+        request = b"".join(
+            f"GET /artifacts/{digest} HTTP/1.1\r\nHost: x\r\nRange: bytes={a}-{b}\r\n\r\n".encode()
+            for a, b in spans
+        )
+        request += f"GET /artifacts/{digest} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        try:
+            writer.write(request)
+            for a, b in spans:
+                status, headers, body = await read_response(reader)
+                assert status == b"HTTP/1.1 206 Partial Content"
+                assert headers["content-range"] == f"bytes {a}-{b}/{SIZE}"
+                assert body == DATA[a : b + 1]
+                assert headers["etag"] == f'"{digest}"'
+                assert "date" in headers and "server" in headers
+                assert headers["x-content-type-options"] == "nosniff"
+                assert "connection" not in headers
+            status, headers, body = await read_response(reader)
+            assert status == b"HTTP/1.1 200 OK" and body == DATA
+        finally:
+            writer.close()
+        assert served.statuses("/artifacts/") == [206, 206, 206, 200]
+        stats = served.state.transfers
+        lean = stats.inline if inline_max else stats.direct + stats.resumed
+        assert lean + stats.chunked == 65536 + 10 + 7 + SIZE
+
+
+@pytest.mark.parametrize(
+    ("request_head", "connection", "stays_open"),
+    [
+        ("HTTP/1.1\r\nConnection: close", "close", False),
+        ("HTTP/1.0\r\nConnection: keep-alive", "keep-alive", True),
+        ("HTTP/1.0", None, False),
+    ],
+)
+async def test_connection_header_follows_the_request(
+    tmp_path: Path, request_head: str, connection: str | None, stays_open: bool
+) -> None:
+    async with serve(tmp_path, settings_for("sendfile")) as served:
+        digest = await put(served, DATA)
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        try:
+            target = f"/artifacts/{digest}"
+            line = f"GET {target} {request_head}\r\nHost: x\r\nRange: bytes=0-65535\r\n\r\n"
+            writer.write(line.encode())
+            _, headers, body = await read_response(reader)
+            assert body == DATA[:65536]
+            assert headers.get("connection") == connection
+            if stays_open:
+                writer.write(line.encode())
+                _, _, body = await read_response(reader)
+                assert body == DATA[:65536]
+            else:
+                assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+        finally:
+            writer.close()
+
+
+def test_a_header_value_cannot_break_the_head() -> None:
+    from mediaflow.server.transfer import HeaderBlock
+
+    with pytest.raises(ValueError, match="line break"):
+        HeaderBlock((("X-Test", "a\r\nSet-Cookie: b=c"),))
+
+
+async def test_a_reader_that_leaves_mid_body_frees_the_transfer(
+    tmp_path: Path, transfer_path: str
+) -> None:
+    """The transfer of a body larger than the socket buffer ends when its reader hangs
+    up: the file's reference is given back and the server answers the next request."""
+    big = random_bytes(16 << 20, seed=6)
+    async with serve(tmp_path, settings_for(transfer_path)) as served:
+        digest = await put(served, big)
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(f"GET /artifacts/{digest} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await reader.readexactly(100_000)
+        writer.transport.abort()  # a reset, as a closed browser tab sends
+
+        def released() -> bool:
+            entry = served.state.cache.acquire_hit(digest)
+            assert entry is not None
+            served.state.cache.release(entry)
+            return entry.refs == 0
+
+        await wait_until(released)
+        status, _, body = await get(served, digest, {"Range": "bytes=0-9"})
+        assert (status, body) == (206, big[:10])

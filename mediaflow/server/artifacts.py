@@ -19,7 +19,7 @@ from mediaflow.server import mediatypes
 from mediaflow.server.filecache import OpenArtifact
 from mediaflow.server.ranges import Outcome, decide
 from mediaflow.server.state import STATE, AppState
-from mediaflow.server.transfer import SpanResponse, inline_response
+from mediaflow.server.transfer import HeaderBlock, SpanResponse
 
 DIGEST_LEN = len("sha256:") + 64
 IMMUTABLE = "max-age=31536000, immutable"
@@ -42,7 +42,7 @@ async def get_artifact(request: web.Request) -> web.StreamResponse:
         override = request.query.get("type")
         if override is not None and not mediatypes.servable(override):
             return error(400, "type must be image/*, audio/*, video/* or application/octet-stream")
-    entry = await state.cache.acquire(digest)
+    entry = state.cache.acquire_hit(digest) or await state.cache.acquire(digest)
     if entry is None:
         return error(404, f"no artifact {digest}")
     try:
@@ -59,29 +59,28 @@ def _answer(
     is released here."""
     facts = entry.facts
     decision = decide(request.method, request.headers, facts, time.time())
-    headers = _headers(state, entry)
+    fixed = entry.fixed_headers or _fixed_headers(state, entry)
     outcome = decision.outcome
     if outcome is Outcome.FULL or outcome is Outcome.PARTIAL:
-        headers["Content-Type"] = override or entry.served_type
+        headers: CIMultiDict[str] = CIMultiDict((("Content-Type", override or entry.served_type),))
         content_range = decision.content_range(facts.size)
         if content_range is not None:
             headers["Content-Range"] = content_range
-        if decision.length <= state.settings.inline_max and request.method == "GET":
-            try:
-                return inline_response(decision.status, headers, entry, decision, state.transfers)
-            finally:
-                state.cache.release(entry)
+        settings = state.settings
         return SpanResponse(
             status=decision.status,
             headers=headers,
+            fixed=fixed,
             cache=state.cache,
             entry=entry,
             start=decision.start,
             length=decision.length,
-            sendfile=state.settings.sendfile,
+            sendfile=settings.sendfile,
+            inline_max=settings.inline_max,
             stats=state.transfers,
         )
     state.cache.release(entry)
+    headers = CIMultiDict(fixed.pairs)
     if outcome is Outcome.NOT_MODIFIED:
         # RFC 9110 15.4.5: a 304 carries the validators and caching a 200 would have.
         return web.Response(status=304, headers=headers)
@@ -97,11 +96,10 @@ def _answer(
     return web.Response(status=decision.status, headers=headers, text=f'{{"error": "{message}"}}')
 
 
-def _headers(state: AppState, entry: OpenArtifact) -> CIMultiDict[str]:
-    base = entry.base_headers
-    if base is None:
-        private = state.settings.lock_reads  # behind a token, shared caches must not keep it
-        base = entry.base_headers = (
+def _fixed_headers(state: AppState, entry: OpenArtifact) -> HeaderBlock:
+    private = state.settings.lock_reads  # behind a token, shared caches must not keep it
+    entry.fixed_headers = HeaderBlock(
+        (
             ("ETag", entry.etag),
             ("Last-Modified", entry.last_modified),
             ("Accept-Ranges", "bytes"),
@@ -109,7 +107,8 @@ def _headers(state: AppState, entry: OpenArtifact) -> CIMultiDict[str]:
             ("X-Content-Type-Options", "nosniff"),
             ("Content-Security-Policy", "sandbox"),
         )
-    return CIMultiDict(base)
+    )
+    return entry.fixed_headers
 
 
 def add_routes(app: web.Application) -> None:

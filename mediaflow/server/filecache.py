@@ -24,11 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from mediaflow.server import mediatypes
 from mediaflow.server.ranges import Facts
 from mediaflow.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from mediaflow.server.transfer import HeaderBlock
 
 
 @dataclass(eq=False)
@@ -46,7 +49,7 @@ class OpenArtifact:
     checked_at: float
     refs: int = 0
     evicted: bool = False
-    base_headers: tuple[tuple[str, str], ...] | None = None  # built once, by the handler
+    fixed_headers: HeaderBlock | None = None  # built once, by the handler
     fd: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -85,14 +88,9 @@ class ArtifactCache:
         (concurrent misses for one digest share that hop). Raises ``OSError``
         for I/O errors other than a missing file.
         """
-        entry = self._entries.get(digest)
+        entry = self.acquire_hit(digest)
         if entry is not None:
-            now = time.monotonic()
-            if now - entry.checked_at < self.revalidate_s or self._still_there(entry, now):
-                self._entries.move_to_end(digest)
-                self.hits += 1
-                entry.refs += 1
-                return entry
+            return entry
         self.misses += 1
         for _ in range(3):
             pending = self._loading.get(digest)
@@ -112,6 +110,19 @@ class ArtifactCache:
             private.evicted = True  # not cached: closed on release
             private.refs = 1
         return private
+
+    def acquire_hit(self, digest: str) -> OpenArtifact | None:
+        """:meth:`acquire` when ``digest`` is open already (no await at all); else None."""
+        entry = self._entries.get(digest)
+        if entry is None:
+            return None
+        now = time.monotonic()
+        if now - entry.checked_at < self.revalidate_s or self._still_there(entry, now):
+            self._entries.move_to_end(digest)
+            self.hits += 1
+            entry.refs += 1
+            return entry
+        return None
 
     def _forget_load(
         self, digest: str, pending: asyncio.Future[OpenArtifact | None]

@@ -230,7 +230,7 @@ class Metrics(Collector):
             labels=["path"],
         )
         transfers = self.state.transfers
-        for name in ("inline", "direct", "loop_sendfile", "chunked"):
+        for name in ("inline", "direct", "resumed", "chunked"):
             sent.add_metric([name], getattr(transfers, name))
         yield sent
 

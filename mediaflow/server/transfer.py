@@ -1,44 +1,58 @@
-"""Sending a span of an open artifact: inline, zero-copy ``sendfile``, or chunked reads.
+"""Sending a span of an open artifact with as few system calls as the socket allows.
 
-Four ways, chosen per response:
+:class:`SpanResponse` is a decided 200 or 206 (status, span, headers). It
+takes one of two ways, chosen when aiohttp prepares it:
 
-0. **inline** (:func:`inline_response`): a span up to ``MEDIAFLOW_INLINE_MAX``
-   (16 KiB) is read with ``os.pread`` and leaves with its headers in one write.
-1. **direct sendfile** (:class:`SpanResponse`): on a plain TCP transport (no
-   TLS) whose write buffer is empty, the headers are written under
-   ``TCP_CORK`` and ``os.sendfile`` is called on the socket right away, so
-   headers and body leave as one push. The socket is non-blocking: this never
-   waits for the peer, and a span that fits the socket buffer (a 64 KiB
-   range) costs no future, no thread and no reader pause. As in nginx without
-   thread pools, a page missing from the page cache is read synchronously.
-2. **loop.sendfile** for whatever the socket would not take at once: asyncio
-   waits for writability and keeps calling ``sendfile``.
-3. **chunked**: ``os.pread`` in a worker thread, 256 KiB at a time, written
-   through the response (backpressure by ``drain``). Used when sendfile is
-   switched off (``MEDIAFLOW_SENDFILE=0``) or the transport cannot do it
-   (TLS, a loop without native sendfile such as uvloop).
+**lean**, for a GET on a plain TCP transport (no TLS) with nothing queued:
+the status line and headers are serialised here, and
 
-:class:`TransferStats` counts bytes per way, for tests and ``/metrics``.
+- a span up to ``MEDIAFLOW_INLINE_MAX`` (16 KiB) is read with ``os.pread``
+  and leaves with its headers in one write (one system call, one segment);
+- a larger span (with ``MEDIAFLOW_SENDFILE`` on, the default) is sent with
+  ``os.sendfile`` right after its headers, which go with ``MSG_MORE`` on
+  Linux so that they wait in the kernel for the body: one TCP push for both,
+  and two system calls in all (``TCP_CORK`` costs two more). Where
+  ``MSG_MORE`` is missing the headers leave as a segment of their own, as
+  nginx does with ``tcp_nopush off``.
+
+The socket is non-blocking, so a span that fits its buffer (a 64 KiB range)
+costs no future, no thread and no reader pause. What the socket would not
+take at once follows by ``os.sendfile`` each time it has room again (watched
+through a duplicate descriptor: uvloop has no native ``loop.sendfile`` and
+refuses to watch a transport's own). As in nginx without thread pools, a
+page missing from the page cache is read synchronously. aiohttp's payload
+writer never sees the lean bytes; the response reports them itself
+(``body_length``, ``keep_alive``).
+
+**aiohttp's own** for everything else (HEAD, TLS, bytes already queued on
+the transport, a large span with sendfile off): ``StreamResponse.prepare``
+writes the headers, and the body follows in 256 KiB chunks read by
+``os.pread`` in a worker thread (backpressure by the writer's drain).
+
+:class:`TransferStats` counts body bytes per way, for tests and ``/metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import ctypes
+import ctypes.util
+import errno
 import os
 import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
+from email.utils import formatdate
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http import SERVER_SOFTWARE, HttpVersion10, HttpVersion11
 from multidict import CIMultiDict
 
 from mediaflow.server.filecache import ArtifactCache, OpenArtifact
-from mediaflow.server.ranges import Decision
 
 CHUNK = 256 * 1024
-_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
 
 
 class ArtifactTruncated(OSError):
@@ -47,19 +61,37 @@ class ArtifactTruncated(OSError):
 
 @dataclass
 class TransferStats:
-    """Bytes sent by each path since the app started."""
+    """Body bytes sent by each way since the app started."""
 
-    inline: int = 0
-    direct: int = 0
-    loop_sendfile: int = 0
-    chunked: int = 0
+    inline: int = 0  # lean: read and written with the headers
+    direct: int = 0  # lean: os.sendfile right after the headers
+    resumed: int = 0  # lean: os.sendfile again each time the socket had room
+    chunked: int = 0  # read in a worker thread and written through aiohttp
+
+
+class HeaderBlock:
+    """Header lines fixed for one artifact, kept both as pairs and serialised.
+
+    Built once per open artifact: the lean way sends ``text`` as it is, the
+    aiohttp way adds ``pairs`` to the response's headers.
+    """
+
+    __slots__ = ("pairs", "text")
+
+    def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
+        for name, value in pairs:
+            _check_header(name, value)
+        self.pairs = tuple(pairs)
+        self.text = "".join(f"{name}: {value}\r\n" for name, value in self.pairs)
 
 
 class SpanResponse(web.StreamResponse):
     """A 200 or 206 whose body is ``length`` bytes of ``entry`` from ``start``.
 
-    Holds a reference on the cache entry until the transfer ends (or the
-    response is dropped unsent), so eviction never closes a file mid-send.
+    ``headers`` are the per-response ones (type, range); ``fixed`` the
+    artifact's. Holds a reference on the cache entry until the transfer ends
+    (or the response is dropped unsent), so eviction never closes a file
+    mid-send.
     """
 
     def __init__(
@@ -67,21 +99,26 @@ class SpanResponse(web.StreamResponse):
         *,
         status: int,
         headers: CIMultiDict[str],
+        fixed: HeaderBlock,
         cache: ArtifactCache,
         entry: OpenArtifact,
         start: int,
         length: int,
         sendfile: bool,
+        inline_max: int,
         stats: TransferStats,
     ) -> None:
         super().__init__(status=status, headers=headers)
         self.content_length = length
+        self._fixed = fixed
         self._cache = cache
         self._entry: OpenArtifact | None = entry
         self._span_start = start
         self._span_length = length
         self._use_sendfile = sendfile
+        self._inline = length <= inline_max
         self._stats = stats
+        self._lean_keep_alive: bool | None = None  # set once the lean way took the response
 
     def _release(self) -> None:
         entry = getattr(self, "_entry", None)  # absent if __init__ failed part-way
@@ -94,58 +131,111 @@ class SpanResponse(web.StreamResponse):
         # prepare(): give the reference back so the file can close.
         self._release()
 
+    # What aiohttp reads back from a response it did not write itself.
+
+    @property
+    def keep_alive(self) -> bool | None:
+        lean = self._lean_keep_alive
+        return super().keep_alive if lean is None else lean
+
+    @property
+    def prepared(self) -> bool:
+        return self._lean_keep_alive is not None or super().prepared
+
+    @property
+    def body_length(self) -> int:
+        return self._span_length if self._lean_keep_alive is not None else super().body_length
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        if self._lean_keep_alive is None:
+            await super().write_eof(data)
+
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self.prepared:
             return await super().prepare(request)
         try:
             entry = self._entry
             transport = request.transport
-            if entry is None or not self._span_length or request.method == "HEAD":
+            if entry is None or request.method == "HEAD":
+                self.headers.extend(self._fixed.pairs)
                 return await super().prepare(request)
             if transport is None or transport.is_closing():
                 raise ConnectionResetError("connection lost before the body was sent")
-            if self._use_sendfile and _plain_socket(transport):
-                writer = await self._send_direct(request, transport, entry)
-            else:
-                writer = await super().prepare(request)
-                await self._send_chunks(entry, self._span_start, self._span_length)
+            if (self._inline or self._use_sendfile) and _plain_socket(transport):
+                await self._send_lean(request, transport, entry)
+                return None
+            self.headers.extend(self._fixed.pairs)
+            writer = await super().prepare(request)
+            await self._send_chunks(self.write, entry, self._span_start, self._span_length)
             await super().write_eof()
             return writer
         finally:
             self._release()
 
-    async def _send_direct(
+    async def _send_lean(
         self, request: web.BaseRequest, transport: asyncio.WriteTransport, entry: OpenArtifact
-    ) -> AbstractStreamWriter | None:
-        """Headers and as much of the body as the socket takes now, in one TCP push;
-        the rest through ``loop.sendfile`` (or chunks, if the loop has no native one)."""
-        sock = transport.get_extra_info("socket")
+    ) -> None:
+        keep_alive = request.keep_alive
+        # The hooks aiohttp's prepare would run (logging, metrics, CORS headers).
+        await request.app.on_response_prepare.send(request, self)  # type: ignore[attr-defined]
+        self._lean_keep_alive = keep_alive
+        head = self._head(request.version, keep_alive)
         offset, remaining = self._span_start, self._span_length
-        # Corked, the headers wait in the kernel for the body instead of leaving as a
-        # segment of their own (and costing the peer a wake-up of its own).
-        _cork(sock, True)
+        if self._inline:
+            data = os.pread(entry.fd, remaining, offset)
+            if len(data) != remaining:
+                raise ArtifactTruncated(f"{entry.path} is shorter than its recorded size")
+            transport.write(head + data)
+            self._stats.inline += remaining
+            return
+        sock_fd: int = transport.get_extra_info("socket").fileno()
+        sent = _send_more(sock_fd, head) if remaining else 0
+        if sent < len(head):
+            transport.write(head[sent:])
+        if transport.get_write_buffer_size() == 0:
+            # Nothing queued ahead of these bytes, so they cannot overtake anything.
+            sent = _sendfile_now(sock_fd, entry.fd, offset, remaining)
+            self._stats.direct += sent
+            offset += sent
+            remaining -= sent
+        if remaining:
+            await self._send_rest(sock_fd, transport, entry, offset, remaining)
+
+    async def _send_rest(
+        self,
+        sock_fd: int,
+        transport: asyncio.WriteTransport,
+        entry: OpenArtifact,
+        offset: int,
+        remaining: int,
+    ) -> None:
+        """The rest of the span, by ``os.sendfile`` each time the socket has room again."""
+        loop = asyncio.get_running_loop()
+        # The loop refuses to watch a descriptor its transport owns (uvloop); a
+        # duplicate names the same socket. Nothing else writes to it meanwhile:
+        # aiohttp answers a connection's requests one at a time.
+        watch = os.dup(sock_fd)
         try:
-            writer = await super().prepare(request)
-            if transport.get_write_buffer_size() == 0:
-                sent = _sendfile_now(sock.fileno(), entry.fd, offset, remaining)
-                self._stats.direct += sent
+            while remaining:
+                if transport.is_closing():
+                    raise ConnectionResetError("connection closed during the body")
+                await _writable(loop, watch)
+                if transport.get_write_buffer_size():
+                    continue  # what the transport holds (refused header bytes) goes first
+                sent = _sendfile_now(sock_fd, entry.fd, offset, remaining)
+                self._stats.resumed += sent
                 offset += sent
                 remaining -= sent
         finally:
-            _cork(sock, False)
-        if not remaining:
-            return writer
-        try:
-            await asyncio.get_running_loop().sendfile(
-                transport, entry.file, offset, remaining, fallback=False
-            )
-        except (NotImplementedError, asyncio.SendfileNotAvailableError):
-            await self._send_chunks(entry, offset, remaining)  # no native sendfile here
-        else:
-            self._stats.loop_sendfile += remaining
-        return writer
+            os.close(watch)
 
-    async def _send_chunks(self, entry: OpenArtifact, offset: int, remaining: int) -> None:
+    async def _send_chunks(
+        self,
+        write: Callable[[bytes], Awaitable[None]],
+        entry: OpenArtifact,
+        offset: int,
+        remaining: int,
+    ) -> None:
         loop = asyncio.get_running_loop()
         while remaining:
             data = await loop.run_in_executor(
@@ -153,56 +243,109 @@ class SpanResponse(web.StreamResponse):
             )
             if not data:
                 raise ArtifactTruncated(f"{entry.path} ended {remaining} bytes early")
-            await self.write(data)
+            await write(data)
             self._stats.chunked += len(data)
             offset += len(data)
             remaining -= len(data)
 
-
-def inline_response(
-    status: int,
-    headers: CIMultiDict[str],
-    entry: OpenArtifact,
-    decision: Decision,
-    stats: TransferStats,
-) -> web.Response:
-    """A small body read now and sent with its headers in one write.
-
-    ``os.pread`` on the loop: for a span this small it costs what the kernel's
-    own copy in ``sendfile`` costs (and blocks the same way on a page that is
-    not cached), and it saves a system call and a TCP segment per response.
-    """
-    data = os.pread(entry.fd, decision.length, decision.start)
-    if len(data) != decision.length:
-        raise ArtifactTruncated(f"{entry.path} is shorter than its recorded size")
-    stats.inline += len(data)
-    return web.Response(status=status, headers=headers, body=data)
+    def _head(self, version: tuple[int, int], keep_alive: bool) -> bytes:
+        """Status line and headers, as aiohttp would write them (RFC 9112 section 9.3)."""
+        status_line = f"HTTP/{version[0]}.{version[1]} {self.status} {self.reason}\r\n"
+        lines = [status_line, self._fixed.text]
+        for name, value in self.headers.items():
+            _check_header(name, value)
+            lines.append(f"{name}: {value}\r\n")
+        lines.append(f"Date: {_http_now()}\r\nServer: {SERVER_SOFTWARE}\r\n")
+        if keep_alive and version == HttpVersion10:
+            lines.append("Connection: keep-alive\r\n")
+        elif not keep_alive and version == HttpVersion11:
+            lines.append("Connection: close\r\n")
+        lines.append("\r\n")
+        return "".join(lines).encode("utf-8")
 
 
-def _plain_socket(transport: asyncio.BaseTransport) -> TypeGuard[asyncio.WriteTransport]:
-    """A transport whose socket carries our bytes as they are (no TLS layer)."""
+async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Wait until ``fd`` can take more bytes (or has an error the next send reports)."""
+    ready = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)
+
+
+def _check_header(name: str, value: str) -> None:
+    # A line break would let a value start a header (or a body) of its own.
+    if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+        raise ValueError(f"header {name!r} has a line break in its name or value")
+
+
+_date_second = -1
+_date_text = ""
+
+
+def _http_now() -> str:
+    """The ``Date`` header value, formatted once per second."""
+    global _date_second, _date_text
+    now = int(time.time())
+    if now != _date_second:
+        _date_text = formatdate(now, usegmt=True)
+        _date_second = now
+    return _date_text
+
+
+def _plain_socket(transport: asyncio.BaseTransport) -> bool:
+    """A transport whose socket carries our bytes as they are (no TLS layer) and
+    holds nothing queued. Duck-typed: uvloop's transports are not asyncio's classes."""
+    get_size = getattr(transport, "get_write_buffer_size", None)
     return (
-        transport.get_extra_info("sslcontext") is None
+        get_size is not None
+        and transport.get_extra_info("sslcontext") is None
         and transport.get_extra_info("socket") is not None
-        and isinstance(transport, asyncio.WriteTransport)
-        and transport.get_write_buffer_size() == 0
+        and get_size() == 0
     )
 
 
-def _cork(sock: socket.socket, on: bool) -> None:
-    """TCP_CORK where the platform has it (Linux); elsewhere the headers go alone."""
-    if _TCP_CORK is not None:
-        # A socket closing under us refuses the option; the send that follows reports it.
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1 if on else 0)
+def _libc_send() -> Callable[[int, bytes, int, int], int] | None:
+    """libc's ``send(2)``, for the one flag Python's socket objects would need a
+    socket object per request for (building one costs a ``getsockname``)."""
+    if not hasattr(socket, "MSG_MORE"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        send = libc.send
+    except (OSError, AttributeError):
+        return None
+    send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    send.restype = ctypes.c_ssize_t
+    return send
+
+
+_SEND = _libc_send()
+_MSG_MORE: int = getattr(socket, "MSG_MORE", 0)
+
+
+def _send_more(sock_fd: int, data: bytes) -> int:
+    """Send ``data`` marked "more follows" (it waits for the next send to leave);
+    the bytes the socket took. 0 where that is unavailable: the caller writes them."""
+    if _SEND is None:
+        return 0
+    sent = _SEND(sock_fd, data, len(data), _MSG_MORE)
+    if sent >= 0:
+        return sent
+    code = ctypes.get_errno()
+    if code in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
+        return 0
+    raise OSError(code, os.strerror(code))
 
 
 def _sendfile_now(sock_fd: int, fd: int, offset: int, count: int) -> int:
-    """``os.sendfile`` into a non-blocking socket until it would block; the bytes sent.
-
-    Only called when the transport's own buffer is empty, so these bytes
-    cannot overtake anything it still holds.
-    """
+    """``os.sendfile`` into a non-blocking socket until it would block; the bytes sent."""
     sent = 0
     while sent < count:
         try:

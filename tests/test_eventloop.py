@@ -1,0 +1,77 @@
+"""Which event loop the commands run on (mediaflow/eventloop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediaflow import eventloop
+from mediaflow.config import ConfigError
+
+
+def test_auto_picks_uvloop_when_it_imports() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    assert eventloop.loop_factory("auto") is uvloop.new_event_loop
+
+
+def test_asyncio_means_the_standard_loop() -> None:
+    assert eventloop.loop_factory("asyncio") is None
+
+
+def test_the_environment_decides_when_no_choice_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(eventloop.LOOP_ENV, " Asyncio ")
+    assert eventloop.loop_factory() is None
+    monkeypatch.setenv(eventloop.LOOP_ENV, "tokio")
+    with pytest.raises(ConfigError, match="MEDIAFLOW_LOOP='tokio'"):
+        eventloop.loop_factory()
+
+
+def test_run_uses_the_factory() -> None:
+    async def loop_module() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert eventloop.run(loop_module()).startswith("asyncio")
+    factory = eventloop.loop_factory("auto")
+    if factory is not None:
+        assert eventloop.run(loop_module(), factory=factory).startswith("uvloop")
+
+
+def test_a_bad_setting_refuses_the_command_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(eventloop.LOOP_ENV, "tokio")
+    made: list[str] = []
+
+    async def main() -> int:
+        return 0
+
+    def make_main() -> Coroutine[Any, Any, int]:
+        made.append("main")
+        return main()
+
+    assert eventloop.run_command(make_main) == 2
+    assert made == []  # no coroutine left un-awaited
+    assert "MEDIAFLOW_LOOP='tokio'" in capsys.readouterr().err
+    monkeypatch.setenv(eventloop.LOOP_ENV, "auto")
+    assert eventloop.run_command(make_main) == 0 and made == ["main"]
+
+
+def test_the_cli_reports_a_bad_loop_setting(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mediaflow", "serve", "--port", "0", "--data", str(tmp_path)],
+        env={**os.environ, "MEDIAFLOW_LOOP": "tokio"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "expected one of auto, uvloop, asyncio" in result.stderr
