@@ -17,12 +17,13 @@ files, so every server answers the same URLs from the same inodes.
 
 Two more servers give the ratios their context: aiohttp's stock
 ``web.FileResponse`` over the same root, and an aiohttp "ceiling" that answers
-from a constant in memory (no file at all): what any handler on aiohttp and the
-stock asyncio loop can reach here (its 64 KiB body sits in the CPU cache; random
-64 KiB reads of a 64 MiB file cost ~12 us more per request here, for nginx
-too, so the real ceiling on ranges is lower). The machine is shared and its load drifts,
-so all servers run at once and take turns, rep by rep, on each workload; the
-best rep of each is kept.
+from a constant in memory (no file at all): what a handler going through
+aiohttp's own response path can reach here (its 64 KiB body sits in the CPU
+cache; random 64 KiB reads of a 64 MiB file cost ~12 us more per request
+here, for nginx too). All three Python servers run on the event loop the
+commands use (uvloop unless ``MEDIAFLOW_LOOP`` says otherwise). The machine
+is shared and its load drifts, so all servers run at once and take turns, rep
+by rep, on each workload; the best rep of each is kept.
 
 Workloads (wrk, ``--threads`` 1 and ``--connections`` 16, ``--duration`` s
 each, after a 1 s warm-up; a Lua script picks each request's target):
@@ -65,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import MIB, REPO_ROOT, fmt_rate, verdict
+from mediaflow.eventloop import loop_factory
 from mediaflow.store import ArtifactStore
 
 BIG_SIZE = 64 * MIB
@@ -195,6 +197,7 @@ def start_nginx(workdir: Path, root: Path, port: int) -> subprocess.Popen[bytes]
 STOCK_SERVER = """
 import sys
 from aiohttp import web
+from mediaflow.eventloop import loop_factory
 root = sys.argv[1]
 async def artifact(request):
     return web.FileResponse(root + "/artifacts/" + request.match_info["digest"])
@@ -203,15 +206,24 @@ async def health(request):
 app = web.Application()
 app.router.add_get("/artifacts/{digest}", artifact)
 app.router.add_get("/healthz", health)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), access_log=None, print=None)
+factory = loop_factory()  # the loop mediaflow runs on (MEDIAFLOW_LOOP)
+web.run_app(
+    app,
+    host="127.0.0.1",
+    port=int(sys.argv[2]),
+    access_log=None,
+    print=None,
+    loop=factory() if factory else None,
+)
 """
 
 
-# No file at all: the 4 KiB or 64 KiB body is a constant in memory. What any handler on
-# aiohttp's stock loop can reach at best on this machine (whole files: not measured).
+# No file at all: the 4 KiB or 64 KiB body is a constant in memory. What a handler
+# going through aiohttp's response path can reach on this machine (whole files: not measured).
 CEILING_SERVER = """
 import sys
 from aiohttp import web
+from mediaflow.eventloop import loop_factory
 small = bytes(4096)
 block = bytes(65536)
 async def artifact(request):
@@ -224,7 +236,15 @@ async def health(request):
 app = web.Application()
 app.router.add_get("/artifacts/{digest}", artifact)
 app.router.add_get("/healthz", health)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), access_log=None, print=None)
+factory = loop_factory()  # the loop mediaflow runs on (MEDIAFLOW_LOOP)
+web.run_app(
+    app,
+    host="127.0.0.1",
+    port=int(sys.argv[2]),
+    access_log=None,
+    print=None,
+    loop=factory() if factory else None,
+)
 """
 
 
@@ -408,6 +428,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results["notes"].append("wrk: unavailable (apt-get install wrk)")
     if not have_nginx:
         results["notes"].append("nginx: unavailable (apt-get install nginx-light)")
+    factory = loop_factory()
+    results["notes"].append(
+        "Python servers on " + ("asyncio's loop" if factory is None else factory.__module__)
+    )
     with tempfile.TemporaryDirectory(prefix="mf-bench-serve-") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)  # nginx's worker runs as an unprivileged user and must read it

@@ -3,9 +3,11 @@ preconditions (13.2.2 order), Range (14.1-14.2), If-Range (13.1.5)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from email.utils import formatdate
 
 import pytest
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from mediaflow.server.ranges import Decision, Facts, Outcome, decide, parse_range
 
@@ -129,6 +131,63 @@ def test_if_range_false_ignores_an_unsatisfiable_range() -> None:
 )
 def test_preconditions(headers: dict[str, str], outcome: Outcome) -> None:
     assert decide("GET", headers, FACTS, NOW).outcome is outcome
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "outcome"),
+    [
+        ("If-Match", '"x"', Outcome.PRECONDITION_FAILED),
+        ("If-Unmodified-Since", formatdate(LM - 10, usegmt=True), Outcome.PRECONDITION_FAILED),
+        ("If-None-Match", Q, Outcome.NOT_MODIFIED),
+        ("If-Modified-Since", LM_DATE, Outcome.NOT_MODIFIED),
+        ("If-Range", '"other"', Outcome.FULL),
+    ],
+)
+@pytest.mark.parametrize("spelling", [str, str.lower, str.upper])
+def test_each_conditional_header_alone_counts_in_any_spelling(
+    name: str, value: str, outcome: Outcome, spelling: Callable[[str], str]
+) -> None:
+    # Requests without conditional headers take a shorter path; any one of them leaves it.
+    headers = CIMultiDictProxy(CIMultiDict({spelling(name): value, "range": "bytes=0-5"}))
+    assert decide("GET", headers, FACTS, NOW).outcome is outcome
+    assert decide("GET", {name: value, "Range": "bytes=0-5"}, FACTS, NOW).outcome is outcome
+
+
+def test_no_conditional_header_with_a_range_is_partial() -> None:
+    headers = CIMultiDictProxy(CIMultiDict({"Host": "x", "RANGE": "bytes=10-19"}))
+    assert decide("GET", headers, FACTS, NOW) == partial(10, 10)
+
+
+@pytest.mark.parametrize(
+    ("name", "lines", "outcome"),
+    [
+        ("If-None-Match", ['"x"', Q], Outcome.NOT_MODIFIED),
+        ("If-Match", ['"x"', Q], Outcome.FULL),
+        ("If-Match", ['"x"', '"y"'], Outcome.PRECONDITION_FAILED),
+    ],
+)
+def test_repeated_field_lines_form_one_list(name: str, lines: list[str], outcome: Outcome) -> None:
+    # RFC 9110 5.3: a list-valued field may be split over several lines.
+    headers = CIMultiDictProxy(CIMultiDict([(name, line) for line in lines]))
+    assert decide("GET", headers, FACTS, NOW).outcome is outcome
+
+
+@pytest.mark.parametrize(
+    ("range_value", "size", "expected"),
+    [
+        # Positions around the length where int() is used directly (18 digits).
+        ("bytes=" + "9" * 18 + "-", 10**18, partial(10**18 - 1, 1)),
+        ("bytes=" + "9" * 18 + "-", 10**18 - 1, NOT_SATISFIABLE),
+        ("bytes=" + "1" + "0" * 18 + "-", 10**18 + 1, partial(10**18, 1)),
+        ("bytes=" + "1" + "0" * 18 + "-", 10**18, NOT_SATISFIABLE),
+        ("bytes=0-" + "9" * 19, 10**19, partial(0, 10**19)),
+        ("bytes=5-" + "0" * 30 + "7", 1000, partial(5, 3)),  # leading zeros
+    ],
+)
+def test_range_positions_near_the_int_limit(
+    range_value: str, size: int, expected: Decision
+) -> None:
+    assert decide("GET", {"Range": range_value}, Facts(ETAG, size, LM), NOW) == expected
 
 
 def test_content_range_values() -> None:

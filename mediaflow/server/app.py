@@ -29,23 +29,26 @@ LINGERING_S = 2.0
 
 
 async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    # Runs for every response: each request and response property is read once.
     state = request.app[STATE]
     status = response.status
-    method = request.method if request.method in KNOWN_METHODS else "other"
-    resource = request.match_info.route.resource
-    route = resource.canonical if resource is not None else "unmatched"
-    state.answered.append(
-        Answered(request.method, request.path, status, request.headers.get("Range"))
-    )
-    if state.metrics is not None:
-        state.metrics.count_response(method, route, status)
+    method = request.method
+    state.answered.append(Answered(method, request.path, status, request.headers.get("Range")))
+    metrics = state.metrics
+    if metrics is not None:
+        resource = request.match_info.route.resource
+        metrics.count_response(
+            method if method in KNOWN_METHODS else "other",
+            resource.canonical if resource is not None else "unmatched",
+            status,
+        )
     if state.settings.cors_origins:
         cors.add_headers(request, response, state.settings)
     if access_log.isEnabledFor(logging.INFO):
         access_log.info(
             '%s "%s %s" %d %s',
             request.remote,
-            request.method,
+            method,
             request.path_qs if "token=" not in request.query_string else request.path,
             status,
             response.content_length if response.content_length is not None else "-",

@@ -24,13 +24,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 # Longest Range value worth parsing; aiohttp already caps a header line at 8190 bytes.
 MAX_RANGE_HEADER = 1024
 
+# Digit strings this short convert with int() quickly and far below its length limit.
+_SHORT_DIGITS = 18
 _INT_RANGE = re.compile(r"([0-9]+)-([0-9]*)")
 # The shape nearly every client sends (``bytes=first-last``): parsed without the general path.
-_SIMPLE_RANGE = re.compile(r"bytes=([0-9]{1,15})-([0-9]{1,15})")
+_SIMPLE_RANGE = re.compile(r"bytes=([0-9]{1,15})-([0-9]{1,15})")  # short digits, see above
 _SUFFIX_RANGE = re.compile(r"-([0-9]+)")
 # entity-tag = [ weak ] opaque-tag; opaque-tag = DQUOTE *etagc DQUOTE (RFC 9110 8.8.3)
 _ETAG = re.compile(r'(W/)?"([\x21\x23-\x7e\x80-\xff]*)"')
@@ -60,9 +63,11 @@ class Facts:
     last_modified: int
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """``start``/``length`` select the bytes to send (both 0 when there is no body)."""
+class Decision(NamedTuple):
+    """``start``/``length`` select the bytes to send (both 0 when there is no body).
+
+    A named tuple: immutable like a frozen dataclass, and cheaper to build per request.
+    """
 
     outcome: Outcome
     start: int = 0
@@ -81,17 +86,22 @@ class Decision:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class ByteRange:
+class ByteRange(NamedTuple):
     """One parsed range-spec (RFC 9110 14.1.1): ``first``-``last`` or a ``suffix``.
 
-    Positions are kept as digit strings so a 5,000-digit position neither
+    Positions are kept as ASCII digit strings so a 5,000-digit position neither
     overflows nor trips Python's int-conversion limit; :func:`_num` compares them.
     """
 
     first: str | None
     last: str | None
     suffix: str | None = None
+
+
+# Answers without a body carry nothing request-specific: shared, as they are immutable.
+_PRECONDITION_FAILED = Decision(Outcome.PRECONDITION_FAILED)
+_NOT_MODIFIED = Decision(Outcome.NOT_MODIFIED)
+_NOT_SATISFIABLE = Decision(Outcome.RANGE_NOT_SATISFIABLE)
 
 
 def decide(method: str, headers: Mapping[str, str], facts: Facts, now: float) -> Decision:
@@ -104,38 +114,51 @@ def decide(method: str, headers: Mapping[str, str], facts: Facts, now: float) ->
     """
     if method not in ("GET", "HEAD"):
         raise ValueError(f"decide() answers GET and HEAD, not {method}")
-    # RFC 9110 13.2.2 step 1: If-Match, strong comparison (13.1.1).
+    # Most requests carry no precondition: four lookups skip steps 1-4 of 13.2.2.
+    if (
+        "If-Match" in headers
+        or "If-Unmodified-Since" in headers
+        or "If-None-Match" in headers
+        or "If-Modified-Since" in headers
+    ):
+        refused = _preconditions(headers, facts)
+        if refused is not None:
+            return refused
+    # Step 5: Range, defined for GET only (14.2: a server MUST ignore it for other methods).
+    range_value = headers.get("Range")
+    if method == "GET" and range_value is not None:
+        spec = parse_range(range_value)
+        if spec is not None:
+            if_range = headers.get("If-Range")
+            # 13.1.5: when the If-Range condition is false, the Range is ignored.
+            if if_range is None or if_range_holds(if_range, facts, now):
+                return select(spec, facts.size)
+    return Decision(Outcome.FULL, 0, facts.size)
+
+
+def _preconditions(headers: Mapping[str, str], facts: Facts) -> Decision | None:
+    """RFC 9110 13.2.2 steps 1-4: the 412 or 304 the conditional headers call for, if any."""
+    # Step 1: If-Match, strong comparison (13.1.1).
     if_match = _field(headers, "If-Match")
     if if_match is not None:
         if not _etag_matches(if_match, facts.etag, weak=False):
-            return Decision(Outcome.PRECONDITION_FAILED)
+            return _PRECONDITION_FAILED
     else:
         # Step 2: If-Unmodified-Since, only without If-Match (13.1.4).
         since = _http_date(headers.get("If-Unmodified-Since"))
         if since is not None and facts.last_modified > since:
-            return Decision(Outcome.PRECONDITION_FAILED)
+            return _PRECONDITION_FAILED
     # Step 3: If-None-Match, weak comparison (13.1.2); 304 for GET and HEAD.
     if_none_match = _field(headers, "If-None-Match")
     if if_none_match is not None:
         if _etag_matches(if_none_match, facts.etag, weak=True):
-            return Decision(Outcome.NOT_MODIFIED)
+            return _NOT_MODIFIED
     else:
         # Step 4: If-Modified-Since, only without If-None-Match (13.1.3).
         modified = _http_date(headers.get("If-Modified-Since"))
         if modified is not None and facts.last_modified <= modified:
-            return Decision(Outcome.NOT_MODIFIED)
-    # Step 5: Range, defined for GET only (14.2: a server MUST ignore it for other methods).
-    whole = Decision(Outcome.FULL, 0, facts.size)
-    range_value = headers.get("Range")
-    if method != "GET" or range_value is None:
-        return whole
-    spec = parse_range(range_value)
-    if spec is None:
-        return whole
-    if_range = headers.get("If-Range")
-    if if_range is not None and not if_range_holds(if_range, facts, now):
-        return whole  # 13.1.5: the condition is false, so the Range is ignored
-    return select(spec, facts.size)
+            return _NOT_MODIFIED
+    return None
 
 
 def parse_range(value: str) -> ByteRange | None:
@@ -146,7 +169,7 @@ def parse_range(value: str) -> ByteRange | None:
     """
     simple = _SIMPLE_RANGE.fullmatch(value)
     if simple is not None:
-        first, last = simple.group(1), simple.group(2)
+        first, last = simple.groups()
         return ByteRange(first, last) if int(first) <= int(last) else None
     if len(value) > MAX_RANGE_HEADER:
         return None
@@ -177,7 +200,7 @@ def select(spec: ByteRange, size: int) -> Decision:
     if spec.suffix is not None:
         wanted = _num(spec.suffix)
         if wanted == (0, ""):
-            return Decision(Outcome.RANGE_NOT_SATISFIABLE)
+            return _NOT_SATISFIABLE
         if size == 0:
             # A non-zero suffix is satisfiable even for an empty representation, but
             # selects nothing a Content-Range could name: send the (empty) whole.
@@ -185,11 +208,11 @@ def select(spec: ByteRange, size: int) -> Decision:
         length = min(size, _as_int(spec.suffix, size))
         return Decision(Outcome.PARTIAL, size - length, length)
     assert spec.first is not None
-    if _num(spec.first) >= _num(str(size)):
-        return Decision(Outcome.RANGE_NOT_SATISFIABLE)
-    start = int(spec.first)
+    start = _as_int(spec.first, size)
+    if start == size:  # capped: first-pos is at or past the end
+        return _NOT_SATISFIABLE
     # 14.1.2: a missing or too large last-pos means "to the end".
-    end = size - 1 if spec.last is None else min(_as_int(spec.last, size), size - 1)
+    end = size - 1 if spec.last is None else _as_int(spec.last, size - 1)
     return Decision(Outcome.PARTIAL, start, end - start + 1)
 
 
@@ -263,7 +286,10 @@ def _num(digits: str) -> tuple[int, str]:
 
 
 def _as_int(digits: str, cap: int) -> int:
-    """``int(digits)``, or ``cap`` when it is larger (avoids converting huge numbers)."""
+    """``min(int(digits), cap)``, never converting a huge number."""
+    if len(digits) <= _SHORT_DIGITS:
+        value = int(digits)
+        return value if value < cap else cap
     if _num(digits) >= _num(str(cap)):
         return cap
     return int(digits)
