@@ -34,17 +34,20 @@ async def get_artifact(request: web.Request) -> web.StreamResponse:
     """Serve an artifact's bytes (GET) or headers (HEAD); see DESIGN.md "HTTP"."""
     state = request.app[STATE]
     digest = request.match_info["digest"]
-    # len() first: is_digest's `$`-free fullmatch is exact, but the length check is cheaper.
-    if len(digest) != DIGEST_LEN or not is_digest(digest):
-        return error(400, "malformed digest: expected sha256:<64 lowercase hex>")
     override = None
     if request.query_string:
         override = request.query.get("type")
         if override is not None and not mediatypes.servable(override):
             return error(400, "type must be image/*, audio/*, video/* or application/octet-stream")
-    entry = state.cache.acquire_hit(digest) or await state.cache.acquire(digest)
+    # An open artifact's digest was checked when it was opened.
+    entry = state.cache.acquire_hit(digest)
     if entry is None:
-        return error(404, f"no artifact {digest}")
+        # len() first: is_digest's `$`-free fullmatch is exact, but the length check is cheaper.
+        if len(digest) != DIGEST_LEN or not is_digest(digest):
+            return error(400, "malformed digest: expected sha256:<64 lowercase hex>")
+        entry = await state.cache.acquire(digest)
+        if entry is None:
+            return error(404, f"no artifact {digest}")
     try:
         return _answer(request, state, entry, override)
     except BaseException:
@@ -62,14 +65,11 @@ def _answer(
     fixed = entry.fixed_headers or _fixed_headers(state, entry)
     outcome = decision.outcome
     if outcome is Outcome.FULL or outcome is Outcome.PARTIAL:
-        headers: CIMultiDict[str] = CIMultiDict((("Content-Type", override or entry.served_type),))
-        content_range = decision.content_range(facts.size)
-        if content_range is not None:
-            headers["Content-Range"] = content_range
         settings = state.settings
         return SpanResponse(
             status=decision.status,
-            headers=headers,
+            content_type=override or entry.served_type,
+            content_range=decision.content_range(facts.size),
             fixed=fixed,
             cache=state.cache,
             entry=entry,
@@ -80,7 +80,7 @@ def _answer(
             stats=state.transfers,
         )
     state.cache.release(entry)
-    headers = CIMultiDict(fixed.pairs)
+    headers: CIMultiDict[str] = CIMultiDict(fixed.pairs)
     if outcome is Outcome.NOT_MODIFIED:
         # RFC 9110 15.4.5: a 304 carries the validators and caching a 200 would have.
         return web.Response(status=304, headers=headers)

@@ -48,7 +48,6 @@ from email.utils import formatdate
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion10, HttpVersion11
-from multidict import CIMultiDict
 
 from mediaflow.server.filecache import ArtifactCache, OpenArtifact
 
@@ -72,33 +71,54 @@ class TransferStats:
 class HeaderBlock:
     """Header lines fixed for one artifact, kept both as pairs and serialised.
 
-    Built once per open artifact: the lean way sends ``text`` as it is, the
-    aiohttp way adds ``pairs`` to the response's headers.
+    Built once per open artifact: the aiohttp way adds ``pairs`` to a
+    response's headers, the lean way sends :meth:`head_start` as it is.
     """
 
-    __slots__ = ("pairs", "text")
+    __slots__ = ("_starts", "pairs", "text")
 
     def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
         for name, value in pairs:
             _check_header(name, value)
         self.pairs = tuple(pairs)
         self.text = "".join(f"{name}: {value}\r\n" for name, value in self.pairs)
+        self._starts: dict[tuple[tuple[int, int], int, str], str] = {}
+
+    def head_start(
+        self, version: tuple[int, int], status: int, reason: str, content_type: str
+    ) -> str:
+        """Status line, these lines and ``Content-Type``: the part of a head that
+        repeats from one response to the next."""
+        key = (version, status, content_type)
+        start = self._starts.get(key)
+        if start is None:
+            if len(self._starts) >= 16:  # ?type= can name many types; keep a few
+                self._starts.clear()
+            _check_header("Content-Type", content_type)
+            start = self._starts[key] = (
+                f"HTTP/{version[0]}.{version[1]} {status} {reason}\r\n"
+                f"{self.text}Content-Type: {content_type}\r\n"
+            )
+        return start
 
 
 class SpanResponse(web.StreamResponse):
     """A 200 or 206 whose body is ``length`` bytes of ``entry`` from ``start``.
 
-    ``headers`` are the per-response ones (type, range); ``fixed`` the
-    artifact's. Holds a reference on the cache entry until the transfer ends
-    (or the response is dropped unsent), so eviction never closes a file
-    mid-send.
+    ``fixed`` are the artifact's header lines; ``content_type`` and
+    ``content_range`` (a 206's) this response's. They join ``headers`` only
+    when aiohttp writes the head: on the lean way, ``on_response_prepare``
+    hooks see just the headers they add themselves. Holds a reference on the
+    cache entry until the transfer ends (or the response is dropped unsent),
+    so eviction never closes a file mid-send.
     """
 
     def __init__(
         self,
         *,
         status: int,
-        headers: CIMultiDict[str],
+        content_type: str,
+        content_range: str | None,
         fixed: HeaderBlock,
         cache: ArtifactCache,
         entry: OpenArtifact,
@@ -108,8 +128,10 @@ class SpanResponse(web.StreamResponse):
         inline_max: int,
         stats: TransferStats,
     ) -> None:
-        super().__init__(status=status, headers=headers)
+        super().__init__(status=status)
         self.content_length = length
+        self._span_type = content_type
+        self._span_range = content_range
         self._fixed = fixed
         self._cache = cache
         self._entry: OpenArtifact | None = entry
@@ -151,20 +173,28 @@ class SpanResponse(web.StreamResponse):
             await super().write_eof(data)
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
-        if self.prepared:
+        if self._lean_keep_alive is not None:
+            return None
+        entry = self._entry
+        if entry is None:  # prepared already (or failed): aiohttp's answer
             return await super().prepare(request)
         try:
-            entry = self._entry
             transport = request.transport
-            if entry is None or request.method == "HEAD":
-                self.headers.extend(self._fixed.pairs)
+            if request.method == "HEAD":
+                self._add_headers()
                 return await super().prepare(request)
             if transport is None or transport.is_closing():
                 raise ConnectionResetError("connection lost before the body was sent")
-            if (self._inline or self._use_sendfile) and _plain_socket(transport):
-                await self._send_lean(request, transport, entry)
-                return None
-            self.headers.extend(self._fixed.pairs)
+            if self._inline or self._use_sendfile:
+                sock = transport.get_extra_info("socket")
+                if (
+                    sock is not None
+                    and transport.get_extra_info("sslcontext") is None
+                    and transport.get_write_buffer_size() == 0
+                ):
+                    await self._send_lean(request, transport, sock.fileno(), entry)
+                    return None
+            self._add_headers()
             writer = await super().prepare(request)
             await self._send_chunks(self.write, entry, self._span_start, self._span_length)
             await super().write_eof()
@@ -172,9 +202,21 @@ class SpanResponse(web.StreamResponse):
         finally:
             self._release()
 
+    def _add_headers(self) -> None:
+        headers = self.headers
+        headers.extend(self._fixed.pairs)
+        headers["Content-Type"] = self._span_type
+        if self._span_range is not None:
+            headers["Content-Range"] = self._span_range
+
     async def _send_lean(
-        self, request: web.BaseRequest, transport: asyncio.WriteTransport, entry: OpenArtifact
+        self,
+        request: web.BaseRequest,
+        transport: asyncio.WriteTransport,
+        sock_fd: int,
+        entry: OpenArtifact,
     ) -> None:
+        """Headers and body on a plain socket with nothing queued (see the module doc)."""
         keep_alive = request.keep_alive
         # The hooks aiohttp's prepare would run (logging, metrics, CORS headers).
         await request.app.on_response_prepare.send(request, self)  # type: ignore[attr-defined]
@@ -188,7 +230,6 @@ class SpanResponse(web.StreamResponse):
             transport.write(head + data)
             self._stats.inline += remaining
             return
-        sock_fd: int = transport.get_extra_info("socket").fileno()
         sent = _send_more(sock_fd, head) if remaining else 0
         if sent < len(head):
             transport.write(head[sent:])
@@ -250,17 +291,19 @@ class SpanResponse(web.StreamResponse):
 
     def _head(self, version: tuple[int, int], keep_alive: bool) -> bytes:
         """Status line and headers, as aiohttp would write them (RFC 9112 section 9.3)."""
-        status_line = f"HTTP/{version[0]}.{version[1]} {self.status} {self.reason}\r\n"
-        lines = [status_line, self._fixed.text]
-        for name, value in self.headers.items():
+        lines = [self._fixed.head_start(version, self.status, self.reason, self._span_type)]
+        if self._span_range is not None:
+            lines.append(f"Content-Range: {self._span_range}\r\n")
+        for name, value in self.headers.items():  # Content-Length, and what hooks added
             _check_header(name, value)
             lines.append(f"{name}: {value}\r\n")
-        lines.append(f"Date: {_http_now()}\r\nServer: {SERVER_SOFTWARE}\r\n")
+        lines.append(_date_and_server())
         if keep_alive and version == HttpVersion10:
-            lines.append("Connection: keep-alive\r\n")
+            lines.append("Connection: keep-alive\r\n\r\n")
         elif not keep_alive and version == HttpVersion11:
-            lines.append("Connection: close\r\n")
-        lines.append("\r\n")
+            lines.append("Connection: close\r\n\r\n")
+        else:
+            lines.append("\r\n")
         return "".join(lines).encode("utf-8")
 
 
@@ -286,29 +329,17 @@ def _check_header(name: str, value: str) -> None:
 
 
 _date_second = -1
-_date_text = ""
+_date_lines = ""
 
 
-def _http_now() -> str:
-    """The ``Date`` header value, formatted once per second."""
-    global _date_second, _date_text
+def _date_and_server() -> str:
+    """The ``Date`` and ``Server`` lines, formatted once per second."""
+    global _date_second, _date_lines
     now = int(time.time())
     if now != _date_second:
-        _date_text = formatdate(now, usegmt=True)
+        _date_lines = f"Date: {formatdate(now, usegmt=True)}\r\nServer: {SERVER_SOFTWARE}\r\n"
         _date_second = now
-    return _date_text
-
-
-def _plain_socket(transport: asyncio.BaseTransport) -> bool:
-    """A transport whose socket carries our bytes as they are (no TLS layer) and
-    holds nothing queued. Duck-typed: uvloop's transports are not asyncio's classes."""
-    get_size = getattr(transport, "get_write_buffer_size", None)
-    return (
-        get_size is not None
-        and transport.get_extra_info("sslcontext") is None
-        and transport.get_extra_info("socket") is not None
-        and get_size() == 0
-    )
+    return _date_lines
 
 
 def _libc_send() -> Callable[[int, bytes, int, int], int] | None:
