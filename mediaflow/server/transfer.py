@@ -352,7 +352,9 @@ def _libc_send() -> Callable[[int, bytes, int, int], int] | None:
         send = libc.send
     except (OSError, AttributeError):
         return None
-    send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    # No argtypes: ints and bytes convert by ctypes' defaults (int, char *), and
+    # per-argument converters cost more than the call itself. libffi widens an int
+    # argument to the register, so a (small, positive) length arrives as a size_t.
     send.restype = ctypes.c_ssize_t
     return send
 
