@@ -10,6 +10,7 @@ sent (a middleware sees 200 for a file response that becomes 206 or 304).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -17,6 +18,7 @@ from aiohttp.typedefs import Middleware
 from mediaflow.server import api, artifacts, auth, cors, metrics, sse, uploads, wall
 from mediaflow.server.settings import DEFAULT_HOST, DEFAULT_PORT
 from mediaflow.server.state import STATE, Answered, AppState
+from mediaflow.server.transfer import PrepareHook
 
 access_log = logging.getLogger("mediaflow.http.access")
 
@@ -28,31 +30,38 @@ SHUTDOWN_TIMEOUT_S = 5.0
 LINGERING_S = 2.0
 
 
-async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
-    # Runs for every response: each request and response property is read once.
-    state = request.app[STATE]
-    status = response.status
-    method = request.method
-    state.answered.append(Answered(method, request.path, status, request.headers.get("Range")))
-    metrics = state.metrics
-    if metrics is not None:
-        resource = request.match_info.route.resource
-        metrics.count_response(
-            method if method in KNOWN_METHODS else "other",
-            resource.canonical if resource is not None else "unmatched",
-            status,
-        )
-    if state.settings.cors_origins:
-        cors.add_headers(request, response, state.settings)
-    if access_log.isEnabledFor(logging.INFO):
-        access_log.info(
-            '%s "%s %s" %d %s',
-            request.remote,
-            method,
-            request.path_qs if "token=" not in request.query_string else request.path,
-            status,
-            response.content_length if response.content_length is not None else "-",
-        )
+def _response_recorder(state: AppState) -> Callable[[web.BaseRequest, web.StreamResponse], None]:
+    """Log and count each response as it is prepared (it runs for every one)."""
+    answered = state.answered
+    settings = state.settings
+
+    def record(request: web.BaseRequest, response: web.StreamResponse) -> None:
+        status = response.status
+        method = request.method
+        answered.append(Answered(method, request.path, status, request.headers.get("Range")))
+        metrics = state.metrics
+        if metrics is not None:
+            resource = (
+                request.match_info.route.resource if isinstance(request, web.Request) else None
+            )
+            metrics.count_response(
+                method if method in KNOWN_METHODS else "other",
+                resource.canonical if resource is not None else "unmatched",
+                status,
+            )
+        if settings.cors_origins:
+            cors.add_headers(request, response, settings)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                '%s "%s %s" %d %s',
+                request.remote,
+                method,
+                request.path_qs if "token=" not in request.query_string else request.path,
+                status,
+                response.content_length if response.content_length is not None else "-",
+            )
+
+    return record
 
 
 def create_app(state: AppState) -> web.Application:
@@ -68,7 +77,7 @@ def create_app(state: AppState) -> web.Application:
     state.metrics = metrics.Metrics(state)
     for session in state.sessions.values():
         state.metrics.watch(session)
-    app.on_response_prepare.append(_on_prepare)
+    app.on_response_prepare.append(PrepareHook(_response_recorder(state)))
     artifacts.add_routes(app)
     uploads.add_routes(app)
     api.add_routes(app)

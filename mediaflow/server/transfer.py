@@ -68,6 +68,23 @@ class TransferStats:
     chunked: int = 0  # read in a worker thread and written through aiohttp
 
 
+class PrepareHook:
+    """An ``on_response_prepare`` receiver whose work is synchronous.
+
+    aiohttp awaits it like any receiver; the lean way calls :attr:`now`
+    directly when it is the app's only one (a signal dispatch costs more than
+    logging and counting the response).
+    """
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: Callable[[web.BaseRequest, web.StreamResponse], None]) -> None:
+        self.now = now
+
+    async def __call__(self, request: web.BaseRequest, response: web.StreamResponse) -> None:
+        self.now(request, response)
+
+
 class HeaderBlock:
     """Header lines fixed for one artifact, kept both as pairs and serialised.
 
@@ -219,7 +236,11 @@ class SpanResponse(web.StreamResponse):
         """Headers and body on a plain socket with nothing queued (see the module doc)."""
         keep_alive = request.keep_alive
         # The hooks aiohttp's prepare would run (logging, metrics, CORS headers).
-        await request.app.on_response_prepare.send(request, self)  # type: ignore[attr-defined]
+        hooks = request.app.on_response_prepare  # type: ignore[attr-defined]
+        if len(hooks) == 1 and isinstance(hooks[0], PrepareHook):
+            hooks[0].now(request, self)
+        else:
+            await hooks.send(request, self)
         self._lean_keep_alive = keep_alive
         head = self._head(request.version, keep_alive)
         offset, remaining = self._span_start, self._span_length
