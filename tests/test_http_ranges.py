@@ -180,7 +180,8 @@ def test_repeated_field_lines_form_one_list(name: str, lines: list[str], outcome
         ("bytes=" + "9" * 18 + "-", 10**18 - 1, NOT_SATISFIABLE),
         ("bytes=" + "1" + "0" * 18 + "-", 10**18 + 1, partial(10**18, 1)),
         ("bytes=" + "1" + "0" * 18 + "-", 10**18, NOT_SATISFIABLE),
-        ("bytes=0-" + "9" * 19, 10**19, partial(0, 10**19)),
+        ("bytes=0-" + "9" * 19, 2**63 - 1, partial(0, 2**63 - 1)),  # the largest file
+        ("bytes=" + "9" * 19 + "-", 2**63 - 1, NOT_SATISFIABLE),
         ("bytes=5-" + "0" * 30 + "7", 1000, partial(5, 3)),  # leading zeros
     ],
 )

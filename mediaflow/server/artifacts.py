@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
 from mediaflow.media import is_digest
@@ -23,6 +24,7 @@ from mediaflow.server.transfer import HeaderBlock, SpanResponse
 
 DIGEST_LEN = len("sha256:") + 64
 IMMUTABLE = "max-age=31536000, immutable"
+BAD_TYPE = "type must be image/*, audio/*, video/* or application/octet-stream"
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -30,29 +32,33 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> w
     return web.json_response({"error": message}, status=status, headers=headers)
 
 
-async def get_artifact(request: web.Request) -> web.StreamResponse:
-    """Serve an artifact's bytes (GET) or headers (HEAD); see DESIGN.md "HTTP"."""
-    state = request.app[STATE]
-    digest = request.match_info["digest"]
-    override = None
-    if request.query_string:
-        override = request.query.get("type")
-        if override is not None and not mediatypes.servable(override):
-            return error(400, "type must be image/*, audio/*, video/* or application/octet-stream")
-    # An open artifact's digest was checked when it was opened.
-    entry = state.cache.acquire_hit(digest)
-    if entry is None:
-        # len() first: is_digest's `$`-free fullmatch is exact, but the length check is cheaper.
-        if len(digest) != DIGEST_LEN or not is_digest(digest):
-            return error(400, "malformed digest: expected sha256:<64 lowercase hex>")
-        entry = await state.cache.acquire(digest)
+def artifact_handler(state: AppState) -> Handler:
+    """The handler of ``GET``/``HEAD /artifacts/{digest}`` for ``state``; see DESIGN.md "HTTP"."""
+    cache = state.cache
+
+    async def get_artifact(request: web.Request) -> web.StreamResponse:
+        digest = request.match_info["digest"]
+        override = None
+        if "?" in request.raw_path:
+            override = request.query.get("type")
+            if override is not None and not mediatypes.servable(override):
+                return error(400, BAD_TYPE)
+        # An open artifact's digest was checked when it was opened.
+        entry = cache.acquire_hit(digest)
         if entry is None:
-            return error(404, f"no artifact {digest}")
-    try:
-        return _answer(request, state, entry, override)
-    except BaseException:
-        state.cache.release(entry)
-        raise
+            # len() first: is_digest's `$`-free fullmatch is exact; the length check is cheaper.
+            if len(digest) != DIGEST_LEN or not is_digest(digest):
+                return error(400, "malformed digest: expected sha256:<64 lowercase hex>")
+            entry = await cache.acquire(digest)
+            if entry is None:
+                return error(404, f"no artifact {digest}")
+        try:
+            return _answer(request, state, entry, override)
+        except BaseException:
+            cache.release(entry)
+            raise
+
+    return get_artifact
 
 
 def _answer(
@@ -113,4 +119,4 @@ def _fixed_headers(state: AppState, entry: OpenArtifact) -> HeaderBlock:
 
 def add_routes(app: web.Application) -> None:
     # HEAD is answered by the GET route (aiohttp adds it), with the same decision.
-    app.router.add_get("/artifacts/{digest}", get_artifact, name="artifact")
+    app.router.add_get("/artifacts/{digest}", artifact_handler(app[STATE]), name="artifact")

@@ -31,6 +31,8 @@ MAX_RANGE_HEADER = 1024
 
 # Digit strings this short convert with int() quickly and far below its length limit.
 _SHORT_DIGITS = 18
+# Stands for every position past the largest file offset (off_t is signed 64-bit).
+BEYOND = 2**63
 _INT_RANGE = re.compile(r"([0-9]+)-([0-9]*)")
 # The shape nearly every client sends (``bytes=first-last``): parsed without the general path.
 _SIMPLE_RANGE = re.compile(r"bytes=([0-9]{1,15})-([0-9]{1,15})")  # short digits, see above
@@ -89,13 +91,14 @@ class Decision(NamedTuple):
 class ByteRange(NamedTuple):
     """One parsed range-spec (RFC 9110 14.1.1): ``first``-``last`` or a ``suffix``.
 
-    Positions are kept as ASCII digit strings so a 5,000-digit position neither
-    overflows nor trips Python's int-conversion limit; :func:`_num` compares them.
+    A position past the largest file offset is :data:`BEYOND`, which is all
+    :func:`select` needs to know of it (so a 5,000-digit position neither
+    costs a huge int nor trips Python's int-conversion limit).
     """
 
-    first: str | None
-    last: str | None
-    suffix: str | None = None
+    first: int | None
+    last: int | None
+    suffix: int | None = None
 
 
 # Answers without a body carry nothing request-specific: shared, as they are immutable.
@@ -109,8 +112,9 @@ def decide(method: str, headers: Mapping[str, str], facts: Facts, now: float) ->
 
     ``headers`` is the request's header mapping (case-insensitive in aiohttp;
     a plain dict must use the canonical spellings). ``now`` is epoch seconds,
-    used for the strength of ``Last-Modified`` (RFC 9110 8.8.2.2). Pure; never raises
-    for any header content.
+    used for the strength of ``Last-Modified`` (RFC 9110 8.8.2.2). ``facts.size``
+    is a file's size, so below :data:`BEYOND`. Pure; never raises for any header
+    content.
     """
     if method not in ("GET", "HEAD"):
         raise ValueError(f"decide() answers GET and HEAD, not {method}")
@@ -169,8 +173,8 @@ def parse_range(value: str) -> ByteRange | None:
     """
     simple = _SIMPLE_RANGE.fullmatch(value)
     if simple is not None:
-        first, last = simple.groups()
-        return ByteRange(first, last) if int(first) <= int(last) else None
+        first, last = int(simple[1]), int(simple[2])
+        return ByteRange(first, last) if first <= last else None
     if len(value) > MAX_RANGE_HEADER:
         return None
     unit, equals, range_set = value.partition("=")
@@ -185,35 +189,34 @@ def parse_range(value: str) -> ByteRange | None:
     spec = specs[0]
     matched = _INT_RANGE.fullmatch(spec)
     if matched is not None:
-        first, last = matched.group(1), matched.group(2) or None
-        if last is not None and _num(first) > _num(last):
+        first_digits, last_digits = matched.group(1), matched.group(2)
+        if last_digits and _num(first_digits) > _num(last_digits):
             return None  # 14.1.1: last-pos < first-pos makes the range-spec invalid
-        return ByteRange(first, last)
+        return ByteRange(_position(first_digits), _position(last_digits) if last_digits else None)
     matched = _SUFFIX_RANGE.fullmatch(spec)
     if matched is not None:
-        return ByteRange(None, None, matched.group(1))
+        return ByteRange(None, None, _position(matched.group(1)))
     return None
 
 
 def select(spec: ByteRange, size: int) -> Decision:
     """The bytes a valid range selects from a representation of ``size`` bytes (14.1.1)."""
-    if spec.suffix is not None:
-        wanted = _num(spec.suffix)
-        if wanted == (0, ""):
+    first, last, suffix = spec
+    if first is None:
+        assert suffix is not None
+        if suffix == 0:
             return _NOT_SATISFIABLE
         if size == 0:
             # A non-zero suffix is satisfiable even for an empty representation, but
             # selects nothing a Content-Range could name: send the (empty) whole.
             return Decision(Outcome.FULL, 0, 0)
-        length = min(size, _as_int(spec.suffix, size))
+        length = suffix if suffix < size else size
         return Decision(Outcome.PARTIAL, size - length, length)
-    assert spec.first is not None
-    start = _as_int(spec.first, size)
-    if start == size:  # capped: first-pos is at or past the end
+    if first >= size:
         return _NOT_SATISFIABLE
     # 14.1.2: a missing or too large last-pos means "to the end".
-    end = size - 1 if spec.last is None else _as_int(spec.last, size - 1)
-    return Decision(Outcome.PARTIAL, start, end - start + 1)
+    end = size - 1 if last is None or last >= size else last
+    return Decision(Outcome.PARTIAL, first, end - first + 1)
 
 
 def if_range_holds(value: str, facts: Facts, now: float) -> bool:
@@ -285,11 +288,9 @@ def _num(digits: str) -> tuple[int, str]:
     return len(stripped), stripped
 
 
-def _as_int(digits: str, cap: int) -> int:
-    """``min(int(digits), cap)``, never converting a huge number."""
-    if len(digits) <= _SHORT_DIGITS:
-        value = int(digits)
-        return value if value < cap else cap
-    if _num(digits) >= _num(str(cap)):
-        return cap
-    return int(digits)
+def _position(digits: str) -> int:
+    """A position's value, capped at :data:`BEYOND`."""
+    stripped = digits.lstrip("0")
+    if len(stripped) > _SHORT_DIGITS + 1:
+        return BEYOND
+    return min(int(stripped or "0"), BEYOND)
