@@ -38,7 +38,7 @@ def _response_recorder(state: AppState) -> Callable[[web.BaseRequest, web.Stream
     def record(request: web.BaseRequest, response: web.StreamResponse) -> None:
         status = response.status
         method = request.method
-        answered.append(Answered(method, request.path, status, request.headers.get("Range")))
+        answered.append(Answered(method, request.raw_path, status, request.headers.get("Range")))
         metrics = state.metrics
         if metrics is not None:
             resource = (

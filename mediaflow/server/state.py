@@ -39,7 +39,7 @@ class Answered(NamedTuple):
     """
 
     method: str
-    path: str
+    path: str  # the request target as sent: not percent-decoded, query included
     status: int
     range: str | None
 

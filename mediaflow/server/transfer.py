@@ -47,7 +47,7 @@ from email.utils import formatdate
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion10, HttpVersion11
+from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 
 from mediaflow.server.filecache import ArtifactCache, OpenArtifact
 
@@ -99,14 +99,14 @@ class HeaderBlock:
             _check_header(name, value)
         self.pairs = tuple(pairs)
         self.text = "".join(f"{name}: {value}\r\n" for name, value in self.pairs)
-        self._starts: dict[tuple[tuple[int, int], int, str], str] = {}
+        self._starts: dict[tuple[int, str, int], str] = {}
 
     def head_start(
         self, version: tuple[int, int], status: int, reason: str, content_type: str
     ) -> str:
         """Status line, these lines and ``Content-Type``: the part of a head that
         repeats from one response to the next."""
-        key = (version, status, content_type)
+        key = (status, content_type, version[1])  # HTTP/1.x
         start = self._starts.get(key)
         if start is None:
             if len(self._starts) >= 16:  # ?type= can name many types; keep a few
@@ -312,20 +312,22 @@ class SpanResponse(web.StreamResponse):
 
     def _head(self, version: tuple[int, int], keep_alive: bool) -> bytes:
         """Status line and headers, as aiohttp would write them (RFC 9112 section 9.3)."""
-        lines = [self._fixed.head_start(version, self.status, self.reason, self._span_type)]
+        parts = [self._fixed.head_start(version, self.status, self.reason, self._span_type)]
         if self._span_range is not None:
-            lines.append(f"Content-Range: {self._span_range}\r\n")
-        for name, value in self.headers.items():  # Content-Length, and what hooks added
-            _check_header(name, value)
-            lines.append(f"{name}: {value}\r\n")
-        lines.append(_date_and_server())
-        if keep_alive and version == HttpVersion10:
-            lines.append("Connection: keep-alive\r\n\r\n")
-        elif not keep_alive and version == HttpVersion11:
-            lines.append("Connection: close\r\n\r\n")
+            parts.append(f"Content-Range: {self._span_range}\r\n")
+        headers = self.headers
+        if len(headers) == 1:  # Content-Length alone: no hook added any
+            parts.append(f"Content-Length: {self._span_length}\r\n")
         else:
-            lines.append("\r\n")
-        return "".join(lines).encode("utf-8")
+            for name, value in headers.items():
+                _check_header(name, value)
+                parts.append(f"{name}: {value}\r\n")
+        parts.append(_date_and_server())
+        if version != HttpVersion11:
+            parts.append("Connection: keep-alive\r\n\r\n" if keep_alive else "\r\n")
+        else:
+            parts.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
+        return "".join(parts).encode("utf-8")
 
 
 async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
