@@ -274,22 +274,23 @@ class SpanResponse(web.StreamResponse):
         """The rest of the span, by ``os.sendfile`` each time the socket has room again."""
         loop = asyncio.get_running_loop()
         # The loop refuses to watch a descriptor its transport owns (uvloop); a
-        # duplicate names the same socket. Nothing else writes to it meanwhile:
-        # aiohttp answers a connection's requests one at a time.
-        watch = os.dup(sock_fd)
+        # duplicate names the same socket, and stays ours even if the transport
+        # closes its own meanwhile. Nothing else writes to the socket: aiohttp
+        # answers a connection's requests one at a time.
+        sock = os.dup(sock_fd)
         try:
             while remaining:
+                await _writable(loop, sock)
                 if transport.is_closing():
                     raise ConnectionResetError("connection closed during the body")
-                await _writable(loop, watch)
                 if transport.get_write_buffer_size():
                     continue  # what the transport holds (refused header bytes) goes first
-                sent = _sendfile_now(sock_fd, entry.fd, offset, remaining)
+                sent = _sendfile_now(sock, entry.fd, offset, remaining)
                 self._stats.resumed += sent
                 offset += sent
                 remaining -= sent
         finally:
-            os.close(watch)
+            os.close(sock)
 
     async def _send_chunks(
         self,
