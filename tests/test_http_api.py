@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mediaflow import Context, FlowBuilder, FlowSession, Node
 from mediaflow.config import EngineSettings
-from mediaflow.engine.events import EventBus
+from mediaflow.engine.events import Event, EventBus
 from mediaflow.queue import QueueUnavailable, SqliteQueue
 from mediaflow.server import AppState, ServerSettings
 from tests.http_support import HOST, Served, serve, wait_until
@@ -137,6 +137,40 @@ async def scrape(served: Served) -> dict[tuple[str, tuple[tuple[str, str], ...]]
             if "le" not in sample.labels:
                 samples[(sample.name, labels)] = sample.value
     return samples
+
+
+async def test_capture_losses_reach_the_metrics(tmp_path: Path) -> None:
+    """The running totals a connector reports on the bus (``frames_skipped``,
+    ``audio_overflow``) are scraped per flow, node, device and stage."""
+    async with serve(tmp_path) as served:
+        bus = served.state.bus
+        where = {"flow": "cams", "node": "cam", "device": "lavfi:testsrc"}
+        bus.publish("frames_skipped", {**where, "total": 3, "new": 3, "capture": 1, "jpeg": 2})
+        bus.publish("frames_skipped", {**where, "total": 9, "new": 6, "capture": 4, "jpeg": 5})
+        bus.publish(
+            "audio_overflow",
+            {"flow": "mics", "node": "mic", "device": "default", "total": 2, "new": 2,
+             "overflows": 2, "dropped": 0},
+        )  # fmt: skip
+        bus.publish("device_lost", {**where, "error": "gone"})  # not a loss count
+        metrics = await scrape(served)
+    losses = {
+        dict(labels)["device"] + "/" + dict(labels)["stage"]: value
+        for (name, labels), value in metrics.items()
+        if name == "mediaflow_capture_losses_total"
+    }
+    assert losses == {
+        "lavfi:testsrc/capture": 4,
+        "lavfi:testsrc/jpeg": 5,
+        "default/overflows": 2,
+        "default/dropped": 0,
+    }
+    key = (
+        "mediaflow_capture_losses_total",
+        (("device", "lavfi:testsrc"), ("flow", "cams"), ("media", "video"), ("node", "cam"),
+         ("stage", "jpeg")),
+    )  # fmt: skip
+    assert metrics[key] == 5
 
 
 async def test_serve_shows_stored_flows_after_the_run(tmp_path: Path) -> None:
@@ -288,6 +322,28 @@ async def test_a_slow_reader_never_blocks_the_bus(tmp_path: Path) -> None:
         assert events[0]["event"] == "events_dropped"
         assert events[0]["data"] == {"missed": 19_000, "reason": "slow reader", **_time(events[0])}
         assert [e["data"]["n"] for e in events[1:]] == list(range(19_000, 20_000))
+
+
+def test_listeners_see_every_event_and_a_failing_one_stops_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = EventBus()
+    seen: list[str] = []
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("listener bug")
+
+    stop_broken = bus.listen(broken)
+    stop_seen = bus.listen(lambda event: seen.append(event.type))
+    bus.publish("a")
+    stop_broken()
+    bus.publish("b")
+    stop_seen()
+    stop_seen()  # stopping twice is harmless
+    bus.publish("c")
+    assert seen == ["a", "b"]
+    assert bus.counts == {"a": 1, "b": 1, "c": 1}
+    assert "listener bug" in caplog.text
 
 
 def _time(event: dict[str, Any]) -> dict[str, Any]:

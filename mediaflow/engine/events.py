@@ -11,13 +11,16 @@ a ``events_dropped`` event rather than slowing the engine down).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mediaflow.media import present_value
+
+log = logging.getLogger("mediaflow.events")
 
 # The event types the engine itself publishes; connectors and nodes add their own
 # (``device_lost``, ``device_restored``, ``transcript`` ...).
@@ -155,6 +158,7 @@ class EventBus:
     def __init__(self, history: int = 2000) -> None:
         self._ring: deque[Event] = deque(maxlen=history)
         self._subscribers: set[Subscription] = set()
+        self._listeners: list[Callable[[Event], None]] = []
         self._next_id = 1
         self.counts: dict[str, int] = {}
 
@@ -175,7 +179,24 @@ class EventBus:
         self.counts[event_type] = self.counts.get(event_type, 0) + 1
         for subscriber in tuple(self._subscribers):
             subscriber._offer(event)
+        for listener in tuple(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a reader's bug must not stop the engine publishing
+                log.exception("event listener %r failed on %s", listener, event.type)
         return event
+
+    def listen(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``listener(event)`` synchronously for every event published from now
+        on (it must be quick: it runs inside :meth:`publish`). Returns the function
+        that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     def recent(self, after_id: int = 0, types: frozenset[str] | None = None) -> list[Event]:
         """Events still in the ring with id > ``after_id``."""

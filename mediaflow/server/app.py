@@ -75,6 +75,12 @@ def create_app(state: AppState) -> web.Application:
     app = web.Application(middlewares=middlewares)
     app[STATE] = state
     state.metrics = metrics.Metrics(state)
+    stop_listening = state.bus.listen(state.metrics.on_event)
+
+    async def stop_metrics(_: web.Application) -> None:
+        stop_listening()
+
+    app.on_cleanup.append(stop_metrics)
     for session in state.sessions.values():
         state.metrics.watch(session)
     app.on_response_prepare.append(PrepareHook(_response_recorder(state)))

@@ -4,10 +4,11 @@ Most numbers already exist somewhere and are read at scrape time by one
 custom collector (no second bookkeeping to drift): the queue's backlog per
 stream and its lifetime counters, the runners' finished items, the bus's
 event counts, the store's total bytes, the bytes each transfer path sent.
-Two are counted here because nothing else keeps them: HTTP answers by
-method, route and status (from ``on_response_prepare``), and the
-emit-to-start latency histogram, fed per item from the runner's latency
-window (see :func:`observe_latencies`).
+Three are kept here because nothing else keeps them: HTTP answers by
+method, route and status (from ``on_response_prepare``), the emit-to-start
+latency histogram, fed per item from the runner's latency window (see
+:func:`observe_latencies`), and the capture losses the connectors report on
+the bus (``frames_skipped``, ``audio_overflow``: running totals per stage).
 
 The per-item paths are plain dict and list increments: a Prometheus
 ``Histogram.observe`` takes a lock and costs several times more, which the
@@ -39,6 +40,7 @@ from mediaflow.queue import QueueError, QueueStats, StreamBacklog, StreamKey
 from mediaflow.server.state import STATE, AppState
 
 if TYPE_CHECKING:
+    from mediaflow.engine.events import Event
     from mediaflow.engine.runner import FlowRunner
     from mediaflow.engine.session import FlowSession
 
@@ -48,6 +50,9 @@ log = logging.getLogger("mediaflow.http")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    2.5, 5.0, 10.0, 30.0, 60.0)  # fmt: skip
 SCRAPE_TIMEOUT_S = 2.0
+# Bus events whose integer fields are running totals of capture losses, and the media.
+CAPTURE_LOSS_EVENTS = {"frames_skipped": "video", "audio_overflow": "audio"}
+_NOT_A_STAGE = frozenset({"flow", "node", "device", "total", "new"})
 
 
 class LatencyHistogram:
@@ -106,6 +111,8 @@ class Metrics(Collector):
         self.registry = CollectorRegistry(auto_describe=False)
         self.latency = LatencyHistogram()
         self.http: Counter[tuple[str, str, int]] = Counter()
+        # (flow, node, device, media, stage) -> the latest running total reported
+        self.capture_losses: dict[tuple[str, str, str, str, str], int] = {}
         self.snapshot = Snapshot()
         self._watched: set[int] = set()
         self._lock = asyncio.Lock()
@@ -120,6 +127,17 @@ class Metrics(Collector):
         flow = session.spec.name
         observe = self.latency.observe
         observe_latencies(runner, lambda node, seconds: observe(flow, node, seconds))
+
+    def on_event(self, event: Event) -> None:
+        """Keep the capture-loss totals a connector reports (a bus listener)."""
+        media = CAPTURE_LOSS_EVENTS.get(event.type)
+        if media is None:
+            return
+        data = event.data
+        where = (str(data.get("flow", "")), str(data.get("node", "")), str(data.get("device", "")))
+        for stage, value in data.items():
+            if stage not in _NOT_A_STAGE and type(value) is int:  # not a flag
+                self.capture_losses[(*where, media, stage)] = value
 
     def count_response(self, method: str, route: str, status: int) -> None:
         self.http[(method, route, status)] += 1
@@ -208,6 +226,15 @@ class Metrics(Collector):
         for event_type, count in sorted(self.state.bus.counts.items()):
             events.add_metric([event_type], count)
         yield events
+        losses = CounterMetricFamily(
+            "mediaflow_capture_losses",
+            "Frames or audio a device produced that never reached the flow, by stage "
+            "(video: capture, jpeg, video lanes; audio: overflows, dropped)",
+            labels=["flow", "node", "device", "media", "stage"],
+        )
+        for labels, total in sorted(self.capture_losses.items()):
+            losses.add_metric(list(labels), total)
+        yield losses
 
     def _server_metrics(self) -> Iterator[Metric]:
         if self.snapshot.artifact_bytes is not None:
