@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench._common import Json, Watchdog, best_and_median
+from bench._common import Json, Watchdog, best_and_median, run_async
 
 CLAIM_BATCH = 256
 ASYNCIO_QUEUE_SIZE = 64  # mediaflow's default MEDIAFLOW_NODE_BUFFER
@@ -82,7 +82,7 @@ def measure_asyncio_queue(n: int, reps: int) -> Json:
     rates: list[float] = []
     bad = 0
     for _ in range(reps):
-        rate, out_of_order = asyncio.run(_queue_once(n))
+        rate, out_of_order = run_async(_queue_once(n))
         rates.append(rate)
         bad += out_of_order
     best, median = best_and_median(rates)
@@ -288,7 +288,7 @@ def measure_pipecat(n: int, reps: int, timeout_s: float, shape: str = "processor
             return {"version": version, "rates": rates, "consumed": probe.consumed, "n": n}
 
         with Watchdog(timeout_s + 40, partial):
-            rates.append(asyncio.run(_pipecat_once(n, timeout_s, probe, shape)))
+            rates.append(run_async(_pipecat_once(n, timeout_s, probe, shape)))
         bad += probe.out_of_order
     best, median = best_and_median(rates)
     return {

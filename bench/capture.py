@@ -27,7 +27,6 @@ gstreamer1.0-tools gstreamer1.0-plugins-good``); a missing one is reported, not 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import io
 import json
@@ -45,6 +44,8 @@ from typing import Any
 
 import av
 import numpy as np
+
+from bench._common import run_async
 
 WIDTH, HEIGHT, FPS = 1280, 720, 30
 QUALITY = 85
@@ -184,7 +185,7 @@ def child_connector(workdir: Path, source: str, reencode: bool) -> dict[str, Any
             published = node.video_run.images.published if node and node.video_run else 0  # type: ignore[attr-defined]
             return cpu, published
 
-    cpu, published = asyncio.run(run())
+    cpu, published = run_async(run())
     return {"cpu": cpu, "frames": published}
 
 
@@ -213,7 +214,7 @@ def child_pixels(workdir: Path, passthrough: bool) -> dict[str, Any]:
         return count
 
     start = cpu_seconds()
-    count = asyncio.run(run())
+    count = run_async(run())
     return {"cpu": cpu_seconds() - start, "frames": count}
 
 

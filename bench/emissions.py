@@ -79,11 +79,13 @@ from bench._common import (
     fmt_ms,
     fmt_rate,
     fmt_ratio,
+    loop_name,
     mib,
     notable_stderr,
     percentile,
     ratio,
     rss_bytes,
+    run_async,
     run_child,
     verdict,
 )
@@ -342,7 +344,7 @@ def child_throughput(n: int, timeout_s: float) -> Json:
         tempfile.TemporaryDirectory(prefix="bench-mf-") as tmp,
         Watchdog(timeout_s, probe.to_json),
     ):
-        return asyncio.run(_throughput(probe, Path(tmp)))
+        return run_async(_throughput(probe, Path(tmp)))
 
 
 def child_profile(n: int, timeout_s: float, out: str, top: int) -> Json:
@@ -356,7 +358,7 @@ def child_profile(n: int, timeout_s: float, out: str, top: int) -> Json:
 
     with tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp, Watchdog(timeout_s, partial):
         profiler.enable()
-        result = asyncio.run(_throughput(probe, Path(tmp)))
+        result = run_async(_throughput(probe, Path(tmp)))
         profiler.disable()
     profiler.dump_stats(out)
     result.update(hotspots=hotspots(out, top), profile_path=out)
@@ -434,7 +436,7 @@ def child_latency(rate: float, seconds: float, timeout_s: float) -> Json:
         tempfile.TemporaryDirectory(prefix="bench-lat-") as tmp,
         Watchdog(timeout_s, lambda: latency_summary(probe)),
     ):
-        return asyncio.run(_latency(probe, Path(tmp)))
+        return run_async(_latency(probe, Path(tmp)))
 
 
 async def _backlog(probe: BacklogProbe, data_dir: Path, drain_samples: list[int]) -> Json:
@@ -502,7 +504,7 @@ def child_backlog(items: int, payload: int, timeout_s: float) -> Json:
         tempfile.TemporaryDirectory(prefix="bench-rss-") as tmp,
         Watchdog(timeout_s, lambda: backlog_summary(probe, samples)),
     ):
-        return asyncio.run(_backlog(probe, Path(tmp), samples))
+        return run_async(_backlog(probe, Path(tmp), samples))
 
 
 def child_main(name: str, args: Json) -> int:
@@ -632,6 +634,7 @@ def machine_meta(args: argparse.Namespace) -> Json:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "sqlite": sqlite3.sqlite_version,
+        "loop": loop_name(),
         "n": args.n,
         "reps": args.reps,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -863,7 +866,8 @@ def render(s: Json) -> str:
     lines = [
         f"mediaflow durable emissions — SQLite backend (WAL, synchronous=NORMAL)   "
         f"N={meta['n']:,}, {meta['reps']} runs",
-        f"Python {meta['python']}, SQLite {meta['sqlite']}, {meta['cpus']} CPUs, "
+        f"Python {meta['python']} on {meta.get('loop', 'asyncio')}, SQLite {meta['sqlite']}, "
+        f"{meta['cpus']} CPUs, "
         f"{meta['platform']}, {meta['started_at']}",
         "",
     ]
