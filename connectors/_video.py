@@ -28,7 +28,7 @@ from connectors._segments import DEFAULT_FPS, EncodedSegment, SegmentEncoder, Se
 from connectors._timeline import Epoch, Resume
 from connectors._together import run_together
 from devices import CapturedFrame, VideoInput, open_video
-from devices.video_spec import parse_video_spec
+from devices.video_spec import NETWORK_TIMEOUT_S, parse_video_spec
 from mediaflow import Context
 
 CAPTURE_KINDS = frozenset({"v4l2", "avfoundation", "dshow"})
@@ -39,13 +39,15 @@ SEGMENT_LANE_CAPACITY = 8  # a few frames of slack for the encoder's uneven pace
 @dataclass(frozen=True)
 class VideoRequest:
     """How to open a video source; ``size`` is asked of a capture device and applied
-    as a resize to anything else (files, lavfi and streams fix their own size)."""
+    as a resize to anything else (files, lavfi and streams fix their own size).
+    ``timeout_s`` bounds each blocking step of a network stream (ignored otherwise)."""
 
     spec: str
     size: tuple[int, int] | None = None
     rate: float | None = None
     input_format: str | None = None
     realtime: bool | None = None
+    timeout_s: float = NETWORK_TIMEOUT_S
 
     @property
     def resize(self) -> tuple[int, int] | None:
@@ -70,6 +72,7 @@ class VideoRequest:
             realtime=self.realtime,
             # No resize asked: an MJPEG camera's JPEGs are published as they are.
             passthrough=self.resize is None,
+            timeout_s=self.timeout_s,
         )
 
     async def open_async(self) -> VideoInput:

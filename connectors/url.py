@@ -3,7 +3,9 @@
 ``media`` picks the ports: ``"video"`` (``image`` and ``video``, as the camera
 connector publishes them), ``"audio"`` (``audio``, as the microphone connector does)
 or ``"both"``. A stream that fails or ends is a lost device: ``device_lost``, backoff,
-reconnect, ``device_restored``.
+reconnect, ``device_restored``. Both media open with the same FFmpeg options and
+``timeout_s`` (:func:`devices.url_options`, :func:`devices.url_timeout`): a server that
+accepts and then says nothing fails the open, or a read, instead of hanging a thread.
 """
 
 from __future__ import annotations
@@ -16,11 +18,18 @@ import av
 
 from connectors._audio import AudioRequest
 from connectors._connector import AUDIO_PORTS, VIDEO_PORTS, MediaConnector
-from connectors._options import parse_size
+from connectors._options import parse_size, positive
 from connectors._reconnect import Reconnect
 from connectors._video import VideoRequest
 from connectors.camera import video_options
-from devices import AudioInput, DeviceNotFound, FrameBridge
+from devices import (
+    NETWORK_TIMEOUT_S,
+    AudioInput,
+    DeviceNotFound,
+    FrameBridge,
+    url_options,
+    url_timeout,
+)
 from devices.audio_input import AudioInfo, DecodedAudioSource
 
 MEDIA = ("video", "audio", "both")
@@ -41,14 +50,21 @@ def _outputs(media: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class StreamAudioRequest(AudioRequest):
     """The sound of a network stream, decoded as it arrives (not paced: the server
-    sets the pace), chunks dropped oldest-first when the flow falls behind."""
+    sets the pace), chunks dropped oldest-first when the flow falls behind. Opening
+    and each read wait at most ``timeout_s`` per step (see :func:`devices.url_timeout`)."""
+
+    timeout_s: float = NETWORK_TIMEOUT_S
 
     def open(self) -> AudioInput:
-        """Raises ``DeviceNotFound`` when the stream cannot be opened now."""
+        """Open the stream (blocks: call it in a thread). Raises ``DeviceNotFound`` when
+        the stream cannot be opened now (refused, not found, no answer within
+        ``timeout_s``), ``ValueError`` for a non-positive ``timeout_s``."""
+        timeout = url_timeout(self.timeout_s)
         try:
             source = DecodedAudioSource(
                 self.spec, self.spec, None, rate=self.rate, channels=self.channels,
-                chunk_ms=self.chunk_ms, realtime=False,
+                chunk_ms=self.chunk_ms, realtime=False, options=url_options(self.spec),
+                timeout=timeout,
             )  # fmt: skip
         except (OSError, av.FFmpegError) as exc:
             raise DeviceNotFound(self.spec, [], reason=str(exc)) from exc
@@ -64,8 +80,10 @@ class UrlConnector(MediaConnector):
 
     Options: ``url`` (required), ``media`` ("video"), the camera's ``fps``,
     ``quality``, ``size`` (a resize), ``segment_s``, ``codec``, ``video``, the
-    microphone's ``rate``, ``channels``, ``chunk_ms``, and
-    ``reconnect_base_s``/``reconnect_max_s``.
+    microphone's ``rate``, ``channels``, ``chunk_ms``, ``timeout_s`` (10.0: the longest
+    wait, in seconds, for each step of opening the stream and for each read, for video
+    and sound alike; a silent server then counts as unreachable or lost; must be
+    positive) and ``reconnect_base_s``/``reconnect_max_s``.
     """
 
     @classmethod
@@ -86,18 +104,28 @@ class UrlConnector(MediaConnector):
         rate: int = 16000,
         channels: int = 1,
         chunk_ms: int = 100,
+        timeout_s: float = NETWORK_TIMEOUT_S,
         reconnect_max_s: float = 10.0,
         reconnect_base_s: float = 0.5,
     ) -> None:
         """Checks the options (``ValueError``); connects in ``setup``."""
         outputs = _outputs(media)
+        timeout_s = positive("timeout_s", timeout_s)
         options = video_options(
             fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video
         )
         super().__init__(
             url,
-            video=VideoRequest(url, parse_size(size)) if "video" in outputs else None,
+            video=(
+                VideoRequest(url, parse_size(size), timeout_s=timeout_s)
+                if "video" in outputs
+                else None
+            ),
             video_options=options,
-            audio=StreamAudioRequest(url, rate, channels, chunk_ms) if "audio" in outputs else None,
+            audio=(
+                StreamAudioRequest(url, rate, channels, chunk_ms, timeout_s=timeout_s)
+                if "audio" in outputs
+                else None
+            ),
             reconnect=Reconnect(reconnect_base_s, reconnect_max_s),
         )

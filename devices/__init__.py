@@ -7,8 +7,10 @@ a bounded :class:`FrameBridge` with a named overflow policy (live devices drop t
 oldest, files and virtual sources block). Outcomes stay distinct: items,
 :class:`EndOfStream` (a finite source is done), :class:`DeviceLost` (a live one went
 away: back off with :func:`backoff_delays` and reopen), configuration errors that list
-what is available. ``sounddevice`` (PortAudio) is imported only when sound is touched.
-Nothing here imports the ``mediaflow`` engine.
+what is available. Network streams, video and sound alike, open with :func:`url_options`
+and :func:`url_timeout` (:data:`NETWORK_TIMEOUT_S` by default), so a silent server
+fails instead of hanging a thread. ``sounddevice`` (PortAudio) is imported only when
+sound is touched. Nothing here imports the ``mediaflow`` engine.
 """
 
 from devices.audio_chunks import AudioChunk, encode_wav
@@ -31,8 +33,10 @@ from devices.errors import (
 )
 from devices.microphones import MicrophoneInfo, list_microphones
 from devices.video_input import CapturedFrame, VideoInfo, VideoInput, VideoStatistics, open_video
+from devices.video_spec import NETWORK_TIMEOUT_S, url_options, url_timeout
 
 __all__ = [
+    "NETWORK_TIMEOUT_S",
     "AmbiguousDevice",
     "AudioChunk",
     "AudioInfo",
@@ -65,4 +69,6 @@ __all__ = [
     "list_microphones",
     "open_microphone",
     "open_video",
+    "url_options",
+    "url_timeout",
 ]

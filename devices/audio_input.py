@@ -177,7 +177,8 @@ def _split(text: str) -> tuple[AudioKind, str]:
 
 
 class DecodedAudioSource:
-    """A file or lavfi graph decoded, resampled and chunked on the producer thread."""
+    """A file, lavfi graph or stream URL decoded, resampled and chunked on the producer
+    thread."""
 
     def __init__(
         self,
@@ -189,11 +190,18 @@ class DecodedAudioSource:
         channels: int,
         chunk_ms: int,
         realtime: bool,
+        options: dict[str, str] | None = None,
+        timeout: float | tuple[float, float] | None = None,
     ) -> None:
-        """Open the container (blocks while FFmpeg probes it). Raises FFmpeg's errors,
-        :class:`DeviceNotFound` when there is no audio stream."""
+        """Open the container (blocks while FFmpeg probes it). ``options`` are FFmpeg's
+        input options and ``timeout`` is ``av.open``'s (seconds: one value, or (open,
+        read)); give a stream URL both (:func:`~devices.video_spec.url_options`,
+        :func:`~devices.video_spec.url_timeout`), or a silent server blocks the open,
+        and later a read, forever. Raises FFmpeg's errors (``av.FFmpegError``, an
+        ``OSError`` for system errors; a timeout is one), :class:`DeviceNotFound` when
+        there is no audio stream."""
         self.spec = spec
-        self._container = av.open(url, format=format)
+        self._container = av.open(url, format=format, options=options, timeout=timeout)
         if not self._container.streams.audio:
             self._container.close()
             raise DeviceNotFound(spec, [], reason="it has no audio stream")

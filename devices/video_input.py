@@ -34,7 +34,14 @@ from devices.cameras import CameraInfo, list_cameras
 from devices.errors import DeviceLost, DeviceNotFound
 from devices.pacing import Pacer
 from devices.threaded import ThreadedInput
-from devices.video_spec import ENDLESS_KINDS, LIVE_KINDS, SourceKind, VideoSource, parse_video_spec
+from devices.video_spec import (
+    ENDLESS_KINDS,
+    LIVE_KINDS,
+    NETWORK_TIMEOUT_S,
+    SourceKind,
+    VideoSource,
+    parse_video_spec,
+)
 
 RETRY_SLEEP_S = 0.01  # after EAGAIN from a non-blocking device read
 
@@ -103,23 +110,29 @@ def open_video(
     passthrough: bool = False,
     max_buffered: int | None = None,
     cameras: Sequence[CameraInfo] | None = None,
+    timeout_s: float = NETWORK_TIMEOUT_S,
 ) -> VideoInput:
     """Open ``spec`` and return a :class:`VideoInput` (decoding starts on first read).
 
-    Blocks while the input opens (a device negotiates, a server answers: up to the
-    network timeout): from async code call it through ``asyncio.to_thread``.
+    Blocks while the input opens (a device negotiates, a server answers): from async
+    code call it through ``asyncio.to_thread``. A network stream waits at most
+    ``timeout_s`` for each step of the open and each later read (see
+    :func:`~devices.video_spec.url_timeout`); other kinds ignore it.
     ``realtime`` (files and lavfi; default True) paces frames by pts; live sources
     ignore it. ``passthrough`` yields undecoded JPEG packets for MJPEG streams.
     ``cameras`` replaces the V4L2 enumeration used to check the request.
 
-    Raises ``ValueError`` for a malformed spec; :class:`DeviceNotFound` (listing the
-    cameras) for an unknown device, a missing file or an unreachable stream URL;
+    Raises ``ValueError`` for a malformed spec or a non-positive ``timeout_s``;
+    :class:`DeviceNotFound` (listing the cameras) for an unknown device, a missing file,
+    an unreachable stream URL or one that does not answer within ``timeout_s``;
     :class:`UnsupportedMode` (listing what the camera offers) for a size, rate or format
     it does not offer; FFmpeg's errors (``av.FFmpegError``, an ``OSError`` for system
     errors) when opening fails otherwise, e.g. a busy camera or an AVFoundation mode
     the device refuses (FFmpeg logs the modes it offers).
     """
-    source = parse_video_spec(spec, size=size, fps=fps, input_format=input_format)
+    source = parse_video_spec(
+        spec, size=size, fps=fps, input_format=input_format, timeout_s=timeout_s
+    )
     listed: Sequence[CameraInfo] = ()
     if source.kind == "v4l2":
         listed = cameras if cameras is not None else list_cameras()

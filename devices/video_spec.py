@@ -8,6 +8,10 @@ Spec forms:
 - ``file:clip.mp4`` or a bare existing path: a media file;
 - ``rtsp://``, ``rtsps://``, ``rtmp://``, ``http://``, ``https://``, ``srt://``,
   ``udp://`` URLs: network streams.
+
+Network streams get what :func:`url_options` and :func:`url_timeout` return, on every
+open path (video here, sound in :mod:`devices.audio_input` through the url connector),
+so a server that accepts and then never answers costs a timeout, not a hung thread.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ LIVE_KINDS: frozenset[str] = frozenset({"v4l2", "avfoundation", "dshow", "url"})
 ENDLESS_KINDS: frozenset[str] = frozenset({"v4l2", "avfoundation", "dshow"})
 
 URL_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "srt://", "udp://")
+#: Default longest wait, in seconds, for each blocking step of a network stream.
 NETWORK_TIMEOUT_S = 10.0
 _PREFIXES: tuple[tuple[str, SourceKind], ...] = (
     ("v4l2:", "v4l2"),
@@ -57,13 +62,15 @@ def parse_video_spec(
     size: tuple[int, int] | None = None,
     fps: float | None = None,
     input_format: str | None = None,
+    timeout_s: float = NETWORK_TIMEOUT_S,
 ) -> VideoSource:
     """Parse ``spec`` and attach capture options. Never blocks.
 
     ``size``, ``fps`` and ``input_format`` are requests to a device; a file, a URL or a
     filter graph already fixes them (write ``lavfi:testsrc2=size=320x240:rate=15``), so
     passing them there raises ``ValueError``, as does an empty spec or a non-positive
-    size or rate.
+    size or rate. ``timeout_s`` bounds each blocking step of a network stream (see
+    :func:`url_timeout`; other kinds ignore it) and must be positive too.
     """
     text = spec.strip()
     if not text:
@@ -72,6 +79,7 @@ def parse_video_spec(
         raise ValueError(f"size must be positive, got {size}")
     if fps is not None and fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
+    network_timeout = url_timeout(timeout_s)
     kind, url = _split(text)
     if kind in ("lavfi", "file", "url"):
         asked = [n for n, v in (("size", size), ("fps", fps), ("input_format", input_format)) if v]
@@ -83,7 +91,7 @@ def parse_video_spec(
             return VideoSource(spec, kind, url, format="lavfi")
         if kind == "file":
             return VideoSource(spec, kind, url)
-        return VideoSource(spec, kind, url, options=_url_options(url), timeout=_url_timeout())
+        return VideoSource(spec, kind, url, options=url_options(url), timeout=network_timeout)
     options: dict[str, str] = {}
     if size is not None:
         options["video_size"] = f"{size[0]}x{size[1]}"
@@ -117,13 +125,23 @@ def _split(text: str) -> tuple[SourceKind, str]:
     )
 
 
-def _url_options(url: str) -> dict[str, str]:
+def url_options(url: str) -> dict[str, str]:
+    """The FFmpeg options a stream ``url`` is opened with (a new dict). Pure."""
     if url.startswith(("rtsp://", "rtsps://")):
         # TCP interleaving survives NAT and lossy Wi-Fi; UDP drops become smeared frames.
         return {"rtsp_transport": "tcp"}
     return {}
 
 
-def _url_timeout() -> tuple[float, float]:
-    # (open, read): a stalled server surfaces as an error instead of a hung thread.
-    return (NETWORK_TIMEOUT_S, NETWORK_TIMEOUT_S)
+def url_timeout(timeout_s: float = NETWORK_TIMEOUT_S) -> tuple[float, float]:
+    """``av.open``'s ``timeout`` for a stream: (open, read), ``timeout_s`` each. Pure.
+
+    PyAV enforces it through FFmpeg's interrupt callback, so it holds for every
+    protocol (TCP connect, an HTTP server that never answers, RTSP, RTMP). Each of the
+    open's two steps (open the input, probe its streams) and each later read may take
+    ``timeout_s``; then FFmpeg's error is raised instead of the thread hanging.
+    Raises ``ValueError`` unless ``timeout_s`` is positive.
+    """
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+    return (timeout_s, timeout_s)
