@@ -194,13 +194,13 @@ def start_nginx(workdir: Path, root: Path, port: int) -> subprocess.Popen[bytes]
     return proc
 
 
-STOCK_SERVER = """
+# Both peer scripts: the imports, then their own artifact handler, then this.
+_PEER_IMPORTS = """
 import sys
 from aiohttp import web
 from mediaflow.eventloop import loop_factory
-root = sys.argv[1]
-async def artifact(request):
-    return web.FileResponse(root + "/artifacts/" + request.match_info["digest"])
+"""
+_PEER_MAIN = """
 async def health(request):
     return web.Response(text="ok")
 app = web.Application()
@@ -217,13 +217,22 @@ web.run_app(
 )
 """
 
+STOCK_SERVER = (
+    _PEER_IMPORTS
+    + """
+root = sys.argv[1]
+async def artifact(request):
+    return web.FileResponse(root + "/artifacts/" + request.match_info["digest"])
+"""
+    + _PEER_MAIN
+)
+
 
 # No file at all: the 4 KiB or 64 KiB body is a constant in memory. What a handler
 # going through aiohttp's response path can reach on this machine (whole files: not measured).
-CEILING_SERVER = """
-import sys
-from aiohttp import web
-from mediaflow.eventloop import loop_factory
+CEILING_SERVER = (
+    _PEER_IMPORTS
+    + """
 small = bytes(4096)
 block = bytes(65536)
 async def artifact(request):
@@ -231,21 +240,9 @@ async def artifact(request):
         headers = {"Content-Range": "bytes 0-65535/67108864"}
         return web.Response(body=block, status=206, headers=headers)
     return web.Response(body=small, content_type="application/octet-stream")
-async def health(request):
-    return web.Response(text="ok")
-app = web.Application()
-app.router.add_get("/artifacts/{digest}", artifact)
-app.router.add_get("/healthz", health)
-factory = loop_factory()  # the loop mediaflow runs on (MEDIAFLOW_LOOP)
-web.run_app(
-    app,
-    host="127.0.0.1",
-    port=int(sys.argv[2]),
-    access_log=None,
-    print=None,
-    loop=factory() if factory else None,
-)
 """
+    + _PEER_MAIN
+)
 
 
 def start_stock(
