@@ -34,28 +34,35 @@ class AudioRequest:
     chunk_ms: int = 100
     realtime: bool | None = None
 
-    def open(self) -> AudioInput:
-        """Open the source (blocks: call it in a thread). Raises what
-        :func:`devices.open_microphone` raises; unknown devices list the available."""
+    def open(self, start_s: float = 0.0) -> AudioInput:
+        """Open the source (blocks: call it in a thread); a file from ``start_s``. Raises
+        what :func:`devices.open_microphone` raises; unknown devices list the available."""
         return open_microphone(
             self.spec,
             rate=self.rate,
             channels=self.channels,
             chunk_ms=self.chunk_ms,
             realtime=self.realtime,
+            start_s=start_s,
         )
 
-    async def open_async(self) -> AudioInput:
-        return await asyncio.to_thread(self.open)
+    async def open_async(self, start_s: float = 0.0) -> AudioInput:
+        return await asyncio.to_thread(self.open, start_s)
 
 
 class AudioRun(SourceRun[AudioInput]):
     """One run of an audio source: read chunks, publish them, survive device losses."""
 
     def __init__(
-        self, ctx: Context, device: str, resume: Resume | None, *, port: str = "audio"
+        self,
+        ctx: Context,
+        device: str,
+        resume: Resume | None,
+        *,
+        port: str = "audio",
+        seeked_at: float | None = None,
     ) -> None:
-        super().__init__(ctx, device, resume)
+        super().__init__(ctx, device, resume, seeked_at=seeked_at)
         self.chunks = PortPublisher(ctx, port, device, resume)
         self.report = CounterReport(ctx, "audio_overflow", device)
         self._closed_overflows = 0  # overflow totals of inputs already closed

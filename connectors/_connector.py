@@ -9,7 +9,7 @@ is available), instead of a source that dies later. The opened inputs are handed
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from connectors._audio import AudioRequest, AudioRun
 from connectors._options import resolve_spec
 from connectors._reconnect import Reconnect
-from connectors._timeline import read_resume
+from connectors._timeline import Resume, read_resume
 from connectors._together import run_together
 from connectors._video import VideoOptions, VideoRequest, VideoRun
 from devices import AudioInput, VideoInput
@@ -87,24 +87,72 @@ class MediaConnector(Node):
             self.audio_request is not None and self._audio_input is None
         ):
             await self.setup(ctx)  # run again after a failed run: open afresh
+        video_at, audio_at = await self._seek_files(ctx, resume)
         video_input, self._video_input = self._video_input, None
         audio_input, self._audio_input = self._audio_input, None
         parts: list[Coroutine[Any, Any, None]] = []
         if self.video_request is not None and video_input is not None:
             self.video_run = VideoRun(
-                ctx, self.video_request, self.video_options, resume, device=self.device
+                ctx,
+                self.video_request,
+                self.video_options,
+                resume,
+                device=self.device,
+                seeked_at=video_at,
             )
             reopen_video = self.video_request.open_async
             parts.append(
                 self.video_run.run(video_input, policy=self.reconnect, reopen=reopen_video)
             )
         if self.audio_request is not None and audio_input is not None:
-            self.audio_run = AudioRun(ctx, self.device, resume)
+            self.audio_run = AudioRun(ctx, self.device, resume, seeked_at=audio_at)
             reopen_audio = self.audio_request.open_async
             parts.append(
                 self.audio_run.run(audio_input, policy=self.reconnect, reopen=reopen_audio)
             )
         await run_together(*parts)
+
+    async def _seek_files(
+        self, ctx: Context, resume: Resume | None
+    ) -> tuple[float | None, float | None]:
+        """Reopen a resumed run's files where it stopped; the pts (video, audio) they
+        continue at, None for an input that does not continue that way.
+
+        Replaying a file from its start would publish again everything the crashed run
+        published; a file continues instead from :meth:`Resume.resume_at` of the ports
+        it feeds (the earliest end among those read or published, so a port that lagged
+        loses nothing; the others publish a little again). Live inputs continue after a
+        gap (see :mod:`connectors._timeline`), and so does a looping file, whose pts
+        grow across passes (its position is not a source pts). Raises what opening
+        raises, after closing both inputs.
+        """
+        if resume is None or self.reconnect.loop:
+            return None, None
+
+        def start_for(ports: Iterable[str]) -> float:
+            fed = [p for p in ports if p in resume.ends or ctx.has_readers(p)]
+            return resume.resume_at(fed)
+
+        try:
+            video, video_at = self._video_input, None
+            if video is not None and video.info.kind == "file" and not video.info.is_live:
+                video_at = start_for(VIDEO_PORTS)
+                if video_at > 0 and self.video_request is not None:
+                    self._video_input = None
+                    await video.aclose()
+                    self._video_input = await self.video_request.open_async(video_at)
+            audio, audio_at = self._audio_input, None
+            # (A stream's sound is opened as a "file" too, but it is live.)
+            if audio is not None and audio.info.kind == "file" and not audio.info.is_live:
+                audio_at = start_for(AUDIO_PORTS)
+                if audio_at > 0 and self.audio_request is not None:
+                    self._audio_input = None
+                    await audio.aclose()
+                    self._audio_input = await self.audio_request.open_async(audio_at)
+        except BaseException:
+            await self.teardown()
+            raise
+        return video_at, audio_at
 
     async def teardown(self) -> None:
         """Close inputs opened by ``setup`` that ``run`` never took."""

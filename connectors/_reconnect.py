@@ -155,10 +155,18 @@ async def sleep_unless_stopping(ctx: Context, seconds: float) -> bool:
 class SourceRun(ABC, Generic[InputT]):
     """Base of the video and audio runs: one device, its timeline, its reconnects."""
 
-    def __init__(self, ctx: Context, device: str, resume: Resume | None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        device: str,
+        resume: Resume | None,
+        *,
+        seeked_at: float | None = None,
+    ) -> None:
+        """``seeked_at``: see :class:`~connectors._timeline.Timeline`."""
         self.ctx = ctx
         self.device = device
-        self.timeline = Timeline(resume)
+        self.timeline = Timeline(resume, seeked_at=seeked_at)
 
     @abstractmethod
     async def consume(self, source: InputT) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mediaflow import Context, MediaRef
@@ -40,6 +40,13 @@ class Resume:
     seqs: Mapping[str, int]  # next seq per port
     pts_end: float  # source pts just after the last thing published
     gap_s: float  # wall-clock seconds since it was captured
+    ends: Mapping[str, float] = field(default_factory=dict)  # pts_end per port
+
+    def resume_at(self, ports: Iterable[str]) -> float:
+        """Where an input feeding ``ports`` can continue without losing anything: the
+        earliest end among them (a port that lagged, such as a segment still being
+        filled, would otherwise never publish what it had not). 0 for no ports."""
+        return min((self.ends.get(port, 0.0) for port in ports), default=0.0)
 
 
 def read_resume(ctx: Context, ports: Iterable[str], now: float | None = None) -> Resume | None:
@@ -51,6 +58,7 @@ def read_resume(ctx: Context, ports: Iterable[str], now: float | None = None) ->
         return None
     wall = time.time() if now is None else now
     seqs: dict[str, int] = {}
+    ends: dict[str, float] = {}
     pts_end = 0.0
     last_captured: float | None = None
     for port in ports:
@@ -64,22 +72,32 @@ def read_resume(ctx: Context, ports: Iterable[str], now: float | None = None) ->
         if isinstance(pts, int | float):
             duration = meta.get("duration")
             end = float(pts) + (float(duration) if isinstance(duration, int | float) else 0.0)
+            ends[port] = end
             pts_end = max(pts_end, end)
         captured = meta.get("captured_at")
         if isinstance(captured, int | float):
             last_captured = max(last_captured or 0.0, float(captured))
     gap = max(0.0, wall - last_captured) if last_captured is not None else 0.0
-    return Resume(seqs, pts_end, gap)
+    return Resume(seqs, pts_end, gap, ends)
 
 
 class Timeline:
     """Hands out an :class:`Epoch` for each opened input and tracks the source's end."""
 
     def __init__(
-        self, resume: Resume | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        resume: Resume | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        seeked_at: float | None = None,
     ) -> None:
+        """``seeked_at``: the resumed run's first input was opened at this pts of its
+        own timeline (a file continued where the crashed run stopped, see
+        :meth:`Resume.resume_at`), so its pts already are source pts and nothing is
+        missing before them."""
         self._clock = clock
         self._resume = resume
+        self._seeked_at = seeked_at
         self._start: float | None = None
         self._next_index = 0
         self.end = 0.0  # source pts just after the newest item seen
@@ -92,6 +110,10 @@ class Timeline:
         if self._start is None:
             if self._resume is None:
                 self._start = now
+                return Epoch(index, 0.0, None)
+            if self._seeked_at is not None:
+                self._start = now - self._seeked_at
+                self.end = self._seeked_at
                 return Epoch(index, 0.0, None)
             offset = self._resume.pts_end + self._resume.gap_s
             self._start = now - offset

@@ -54,8 +54,8 @@ class VideoRequest:
         """The size frames are scaled to after decoding (None: keep)."""
         return None if self._is_capture_device() else self.size
 
-    def open(self) -> VideoInput:
-        """Open the source (blocks: call it in a thread). Raises what
+    def open(self, start_s: float = 0.0) -> VideoInput:
+        """Open the source (blocks: call it in a thread); a file from ``start_s``. Raises what
         :func:`devices.open_video` raises: ``DeviceNotFound``/``UnsupportedMode`` list
         what is available."""
         device = self._is_capture_device()
@@ -73,10 +73,11 @@ class VideoRequest:
             # No resize asked: an MJPEG camera's JPEGs are published as they are.
             passthrough=self.resize is None,
             timeout_s=self.timeout_s,
+            start_s=start_s,
         )
 
-    async def open_async(self) -> VideoInput:
-        return await asyncio.to_thread(self.open)
+    async def open_async(self, start_s: float = 0.0) -> VideoInput:
+        return await asyncio.to_thread(self.open, start_s)
 
     def _is_capture_device(self) -> bool:
         return parse_video_spec(self.spec).kind in CAPTURE_KINDS
@@ -167,8 +168,9 @@ class VideoRun(SourceRun[VideoInput]):
         resume: Resume | None,
         *,
         device: str | None = None,
+        seeked_at: float | None = None,
     ) -> None:
-        super().__init__(ctx, device or request.spec, resume)
+        super().__init__(ctx, device or request.spec, resume, seeked_at=seeked_at)
         self.request = request
         self.options = options
         self.images = PortPublisher(ctx, "image", self.device, resume)

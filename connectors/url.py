@@ -55,8 +55,9 @@ class StreamAudioRequest(AudioRequest):
 
     timeout_s: float = NETWORK_TIMEOUT_S
 
-    def open(self) -> AudioInput:
-        """Open the stream (blocks: call it in a thread). Raises ``DeviceNotFound`` when
+    def open(self, start_s: float = 0.0) -> AudioInput:
+        """Open the stream (blocks: call it in a thread; a live stream has no position to
+        start from, so ``start_s`` is ignored). Raises ``DeviceNotFound`` when
         the stream cannot be opened now (refused, not found, no answer within
         ``timeout_s``), ``ValueError`` for a non-positive ``timeout_s``."""
         timeout = url_timeout(self.timeout_s)

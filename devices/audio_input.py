@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import av
+import numpy as np
 
 from devices.audio_chunks import AudioChunk, Chunker, Pcm, PcmResampler, layout_for
 from devices.audio_device import DeviceAudioSource
@@ -104,8 +105,12 @@ def open_microphone(
     chunk_ms: int = 100,
     realtime: bool | None = None,
     max_buffered: int | None = None,
+    start_s: float = 0.0,
 ) -> AudioInput:
     """Open ``spec``; capture or decoding starts on the first read.
+
+    A file or lavfi source starts ``start_s`` seconds in, sample-accurately: its first
+    chunk has pts ``start_s`` (a device ignores it).
 
     Blocks while the source opens (PortAudio device scan and open, file probe): from
     async code call it through ``asyncio.to_thread``. ``realtime`` (files and lavfi;
@@ -143,6 +148,7 @@ def open_microphone(
         channels=channels,
         chunk_ms=chunk_ms,
         realtime=True if realtime is None else realtime,
+        start_s=start_s,
     )
     info = AudioInfo(
         text, kind, target, rate, channels, chunk_ms, chunk_frames, False,
@@ -192,8 +198,10 @@ class DecodedAudioSource:
         realtime: bool,
         options: dict[str, str] | None = None,
         timeout: float | tuple[float, float] | None = None,
+        start_s: float = 0.0,
     ) -> None:
-        """Open the container (blocks while FFmpeg probes it). ``options`` are FFmpeg's
+        """Open the container (blocks while FFmpeg probes it), positioned ``start_s``
+        seconds after the stream's start (see :meth:`produce`). ``options`` are FFmpeg's
         input options and ``timeout`` is ``av.open``'s (seconds: one value, or (open,
         read)); give a stream URL both (:func:`~devices.video_spec.url_options`,
         :func:`~devices.video_spec.url_timeout`), or a silent server blocks the open,
@@ -213,17 +221,28 @@ class DecodedAudioSource:
         self._realtime = realtime
         self._resampler = PcmResampler(rate, channels)
         self._chunker = Chunker(rate * chunk_ms // 1000, channels)
+        self._start_frame = round(start_s * rate)  # output frames before the first chunk
+        self._position: int | None = None  # output frame of the next resampled sample
+        if self._start_frame > 0:
+            # In microseconds (av.time_base): seeks the file to a packet at or before it.
+            target = self._origin_s() + start_s
+            self._container.seek(int(target * av.time_base), backward=True)
         self.produced = 0
         self.overflow_count = 0  # a file never overflows
 
     def produce(self, bridge: FrameBridge[AudioChunk]) -> None:
-        """Thread body: decode to the end (EndOfStream follows), pacing if realtime."""
+        """Thread body: decode to the end (EndOfStream follows), pacing if realtime.
+        Samples before ``start_s`` (the seek lands on a packet at or before it) are
+        dropped, so the first chunk starts exactly there."""
         pacer = Pacer(bridge.wait_closed) if self._realtime else None
         for packet in self._container.demux(self._stream):
             for frame in packet.decode():
                 if isinstance(frame, av.AudioFrame):
-                    self._emit(bridge, pacer, self._chunker.push(self._resampler.frame(frame)))
-        self._emit(bridge, pacer, self._chunker.push(self._resampler.frame(None)))
+                    pcm = self._from_start(frame, self._resampler.frame(frame))
+                    self._emit(bridge, pacer, self._chunker.push(pcm))
+        self._emit(
+            bridge, pacer, self._chunker.push(self._from_start(None, self._resampler.frame(None)))
+        )
         last = self._chunker.flush()
         if last is not None:
             self._emit(bridge, pacer, [last])
@@ -232,11 +251,39 @@ class DecodedAudioSource:
         self, bridge: FrameBridge[AudioChunk], pacer: Pacer | None, blocks: list[Pcm]
     ) -> None:
         for pcm in blocks:
-            pts = self.produced * self._chunker.frames / self._rate
+            pts = (self._start_frame + self.produced * self._chunker.frames) / self._rate
             if pacer is not None:
                 pacer.wait_until(pts)
             bridge.put(AudioChunk(pcm, self._rate, self._channels, pts, self.produced, 0))
             self.produced += 1
+
+    def _from_start(self, frame: av.AudioFrame | None, pcm: Pcm) -> Pcm:
+        """``pcm`` (resampled from ``frame``) without the samples before ``start_s``.
+
+        The first decoded frame's time places the resampled output on the stream's
+        timeline (it is contiguous from there on). A seek that landed past ``start_s``
+        (it should not: it seeks backward) is filled with silence, keeping pts true.
+        """
+        if self._start_frame == 0:
+            return pcm  # not resumed: every sample, as decoded
+        if self._position is None:
+            if frame is None:
+                return pcm
+            placed = self._start_frame  # no time: trust the seek
+            if frame.time is not None:
+                placed = round((frame.time - self._origin_s()) * self._rate)
+            if placed > self._start_frame:
+                silence = np.zeros((placed - self._start_frame, pcm.shape[1]), dtype=np.int16)
+                pcm, placed = np.concatenate([silence, pcm]), self._start_frame
+            self._position = placed
+        position, self._position = self._position, self._position + pcm.shape[0]
+        skip = self._start_frame - position
+        return pcm if skip <= 0 else pcm[skip:]
+
+    def _origin_s(self) -> float:
+        """Stream time of its first sample: a fresh run's pts 0."""
+        start, base = self._stream.start_time, self._stream.time_base
+        return float(start * base) if start is not None and base is not None else 0.0
 
     def close(self) -> None:
         """Release the container; idempotent."""

@@ -17,14 +17,16 @@ reopen; any other error of a file is raised as it is.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import av
 import av.error
+from av.container.input import InputContainer
 from av.container.streams import StreamContainer
 from av.video.stream import VideoStream
 
@@ -44,6 +46,10 @@ from devices.video_spec import (
 )
 
 RETRY_SLEEP_S = 0.01  # after EAGAIN from a non-blocking device read
+PTS_TOLERANCE_S = 1e-6
+
+#: (pts, decoded frame, passthrough JPEG, width, height) on the producer thread.
+Item = tuple[float, av.VideoFrame | None, bytes | None, int, int]
 
 
 class DemuxSource(Protocol):
@@ -111,6 +117,7 @@ def open_video(
     max_buffered: int | None = None,
     cameras: Sequence[CameraInfo] | None = None,
     timeout_s: float = NETWORK_TIMEOUT_S,
+    start_s: float = 0.0,
 ) -> VideoInput:
     """Open ``spec`` and return a :class:`VideoInput` (decoding starts on first read).
 
@@ -121,6 +128,8 @@ def open_video(
     ``realtime`` (files and lavfi; default True) paces frames by pts; live sources
     ignore it. ``passthrough`` yields undecoded JPEG packets for MJPEG streams.
     ``cameras`` replaces the V4L2 enumeration used to check the request.
+    ``start_s`` (files and lavfi) starts there: the first frame yielded is the first
+    whose pts (seconds since the first frame) is at or after it.
 
     Raises ``ValueError`` for a malformed spec or a non-positive ``timeout_s``;
     :class:`DeviceNotFound` (listing the cameras) for an unknown device, a missing file,
@@ -160,6 +169,7 @@ def open_video(
         realtime=True if realtime is None else realtime,
         passthrough=passthrough,
         max_buffered=max_buffered,
+        start_s=start_s,
     )
 
 
@@ -201,9 +211,12 @@ class VideoInput(ThreadedInput[CapturedFrame]):
         realtime: bool,
         passthrough: bool = False,
         max_buffered: int | None = None,
+        start_s: float = 0.0,
     ) -> None:
-        """Wrap an open container (``open_video`` does this; tests inject one). Never blocks."""
+        """Wrap an open container (``open_video`` does this; tests inject one). Never blocks.
+        ``start_s``: skip the frames before it (see :func:`open_video`)."""
         self._container = container
+        self._start_s = start_s
         self._stream = container.streams.video[0]
         self._kind: SourceKind = kind
         self._live = kind in LIVE_KINDS
@@ -242,11 +255,8 @@ class VideoInput(ThreadedInput[CapturedFrame]):
 
     def _produce(self, bridge: FrameBridge[CapturedFrame]) -> None:
         pacer = Pacer(bridge.wait_closed) if self._realtime else None
-        origin: float | None = None
         try:
-            for when, frame, packet, width, height in self._items():
-                origin = when if origin is None else origin
-                pts = when - origin
+            for pts, frame, packet, width, height in self._positioned():
                 if pacer is not None:
                     pacer.wait_until(pts)
                 bridge.put(
@@ -256,7 +266,33 @@ class VideoInput(ThreadedInput[CapturedFrame]):
         finally:
             self._container.close()
 
-    def _items(self) -> Iterator[tuple[float, av.VideoFrame | None, bytes | None, int, int]]:
+    def _positioned(self) -> Iterator[Item]:
+        """Items with pts in seconds since the first frame, from ``start_s`` on.
+
+        To start later, the first frame still fixes pts 0, then a seek jumps to a
+        keyframe at or before ``start_s`` (a wrapped test container without ``seek``
+        decodes its way there) and the frames before it are dropped.
+        """
+        decoded = self._items()
+        first = next(decoded, None)
+        if first is None:
+            return
+        origin = first[0]
+        items: Iterator[Item]
+        if self._start_s > 0 and isinstance(self._container, InputContainer):
+            decoded.close()
+            target = origin + self._start_s
+            self._container.seek(int(target * av.time_base), backward=True)
+            items = self._items()
+        else:
+            items = itertools.chain([first], decoded)
+        for when, frame, packet, width, height in items:
+            pts = when - origin
+            # Meta pts are rounded to the microsecond: a frame there is at start_s.
+            if pts >= self._start_s - PTS_TOLERANCE_S:
+                yield pts, frame, packet, width, height
+
+    def _items(self) -> Generator[Item]:
         fallback_rate = self.info.fps or 30.0
         for packet in self._packets():
             if self._passthrough:

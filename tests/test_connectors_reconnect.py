@@ -228,11 +228,11 @@ async def test_a_resumed_microphone_continues_seq(tmp_path: Path) -> None:
     [
         (False, {"image": ref(5, 1.0, 100.0)}, None),  # a fresh run starts at 0
         (True, {}, Resume({}, 0.0, 0.0)),  # crashed before publishing anything
-        (True, {"image": ref(5, 1.0, 100.0)}, Resume({"image": 6}, 1.0, 10.0)),
+        (True, {"image": ref(5, 1.0, 100.0)}, Resume({"image": 6}, 1.0, 10.0, {"image": 1.0})),
         (
             True,
             {"image": ref(5, 1.0, 100.0), "video": ref(2, 0.0, 99.0, 2.0)},
-            Resume({"image": 6, "video": 3}, 2.0, 10.0),
+            Resume({"image": 6, "video": 3}, 2.0, 10.0, {"image": 1.0, "video": 2.0}),
         ),
     ],
 )
