@@ -1,7 +1,7 @@
 """The event loop the commands run on: uvloop where it is installed, else asyncio's own.
 
 uvloop runs the same asyncio code with a libuv loop written in C; here it
-lifts the HTTP server's request rate by about a quarter (``bench/serve.py``).
+lifts the HTTP server's request rate by about a fifth (``bench/serve.py``).
 ``MEDIAFLOW_LOOP`` picks explicitly: ``uvloop`` (refuse to start without it),
 ``asyncio`` (the standard loop), or ``auto`` (the default: uvloop if it
 imports). Library users keep whatever loop they run mediaflow on.
