@@ -38,9 +38,13 @@ class Resume:
     """Where a crashed run of this source stopped, read from ``ctx.latest``."""
 
     seqs: Mapping[str, int]  # next seq per port
-    pts_end: float  # source pts just after the last thing published
     gap_s: float  # wall-clock seconds since it was captured
-    ends: Mapping[str, float] = field(default_factory=dict)  # pts_end per port
+    ends: Mapping[str, float] = field(default_factory=dict)  # pts just after, per port
+
+    @property
+    def pts_end(self) -> float:
+        """Source pts just after the last thing published on any port."""
+        return max(self.ends.values(), default=0.0)
 
     def resume_at(self, ports: Iterable[str]) -> float:
         """Where an input feeding ``ports`` can continue without losing anything: the
@@ -59,7 +63,6 @@ def read_resume(ctx: Context, ports: Iterable[str], now: float | None = None) ->
     wall = time.time() if now is None else now
     seqs: dict[str, int] = {}
     ends: dict[str, float] = {}
-    pts_end = 0.0
     last_captured: float | None = None
     for port in ports:
         latest = ctx.latest(port)
@@ -73,12 +76,11 @@ def read_resume(ctx: Context, ports: Iterable[str], now: float | None = None) ->
             duration = meta.get("duration")
             end = float(pts) + (float(duration) if isinstance(duration, int | float) else 0.0)
             ends[port] = end
-            pts_end = max(pts_end, end)
         captured = meta.get("captured_at")
         if isinstance(captured, int | float):
             last_captured = max(last_captured or 0.0, float(captured))
     gap = max(0.0, wall - last_captured) if last_captured is not None else 0.0
-    return Resume(seqs, pts_end, gap, ends)
+    return Resume(seqs, gap, ends)
 
 
 class Timeline:

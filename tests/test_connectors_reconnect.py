@@ -227,12 +227,12 @@ async def test_a_resumed_microphone_continues_seq(tmp_path: Path) -> None:
     ("redelivery", "latest", "expected"),
     [
         (False, {"image": ref(5, 1.0, 100.0)}, None),  # a fresh run starts at 0
-        (True, {}, Resume({}, 0.0, 0.0)),  # crashed before publishing anything
-        (True, {"image": ref(5, 1.0, 100.0)}, Resume({"image": 6}, 1.0, 10.0, {"image": 1.0})),
+        (True, {}, Resume({}, 0.0)),  # crashed before publishing anything
+        (True, {"image": ref(5, 1.0, 100.0)}, Resume({"image": 6}, 10.0, {"image": 1.0})),
         (
             True,
             {"image": ref(5, 1.0, 100.0), "video": ref(2, 0.0, 99.0, 2.0)},
-            Resume({"image": 6, "video": 3}, 2.0, 10.0, {"image": 1.0, "video": 2.0}),
+            Resume({"image": 6, "video": 3}, 10.0, {"image": 1.0, "video": 2.0}),
         ),
     ],
 )
@@ -256,7 +256,7 @@ def test_timeline_and_sequence_mark_each_gap_once_per_port() -> None:
     assert second == Epoch(1, 3.0, 1.0)
     assert third == Epoch(2, 5.0, 0.0)  # never back in time
     assert timeline.split(third, 0.25) == Epoch(3, 5.0, 0.25)
-    seq = PortSequence("image", Resume({"image": 7}, 0.0, 0.0))
+    seq = PortSequence("image", Resume({"image": 7}, 0.0))
     assert seq.stamp(first) == {"seq": 7}
     assert seq.stamp(second) == {"seq": 8, "discontinuity": True, "gap_s": 1.0}
     assert seq.stamp(second) == {"seq": 9}

@@ -17,7 +17,7 @@ from tests.test_connectors_reconnect import ResumedContext, ref
 
 
 def test_a_seeked_timeline_continues_at_pts_end_without_a_gap() -> None:
-    resume = Resume({"audio": 10}, 1.0, 30.0, {"audio": 1.0})
+    resume = Resume({"audio": 10}, 30.0, {"audio": 1.0})
     timeline = Timeline(resume, clock=iter([100.0]).__next__, seeked_at=1.0)
     assert timeline.begin() == Epoch(0, 0.0, None)  # the input's own pts start at 1.0
     assert timeline.end == 1.0
@@ -76,7 +76,7 @@ async def test_a_resumed_file_microphone_continues_at_pts_end(tmp_path: Path) ->
 
 
 def test_a_file_resumes_at_the_earliest_end_of_the_ports_it_feeds() -> None:
-    resume = Resume({"image": 30, "video": 1}, 29 / 30, 60.0, {"image": 29 / 30, "video": 0.5})
+    resume = Resume({"image": 30, "video": 1}, 60.0, {"image": 29 / 30, "video": 0.5})
     assert resume.resume_at(["image", "video"]) == 0.5  # the lagging segment decides
     assert resume.resume_at(["image"]) == 29 / 30
     assert resume.resume_at(["image", "audio"]) == 0.0  # audio published nothing yet
