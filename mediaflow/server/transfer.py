@@ -35,11 +35,7 @@ writes the headers, and the body follows in 256 KiB chunks read by
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
-import errno
 import os
-import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -50,12 +46,9 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 
 from mediaflow.server.filecache import ArtifactCache, OpenArtifact
+from mediaflow.server.sockets import ArtifactTruncated, send_more, sendfile_now, writable
 
 CHUNK = 256 * 1024
-
-
-class ArtifactTruncated(OSError):
-    """An artifact file ended before its recorded size: the response cannot be completed."""
 
 
 @dataclass
@@ -251,12 +244,12 @@ class SpanResponse(web.StreamResponse):
             transport.write(head + data)
             self._stats.inline += remaining
             return
-        sent = _send_more(sock_fd, head) if remaining else 0
+        sent = send_more(sock_fd, head) if remaining else 0
         if sent < len(head):
             transport.write(head[sent:])
         if transport.get_write_buffer_size() == 0:
             # Nothing queued ahead of these bytes, so they cannot overtake anything.
-            sent = _sendfile_now(sock_fd, entry.fd, offset, remaining)
+            sent = sendfile_now(sock_fd, entry.fd, offset, remaining)
             self._stats.direct += sent
             offset += sent
             remaining -= sent
@@ -280,12 +273,12 @@ class SpanResponse(web.StreamResponse):
         sock = os.dup(sock_fd)
         try:
             while remaining:
-                await _writable(loop, sock)
+                await writable(loop, sock)
                 if transport.is_closing():
                     raise ConnectionResetError("connection closed during the body")
                 if transport.get_write_buffer_size():
                     continue  # what the transport holds (refused header bytes) goes first
-                sent = _sendfile_now(sock, entry.fd, offset, remaining)
+                sent = sendfile_now(sock, entry.fd, offset, remaining)
                 self._stats.resumed += sent
                 offset += sent
                 remaining -= sent
@@ -331,21 +324,6 @@ class SpanResponse(web.StreamResponse):
         return "".join(parts).encode("utf-8")
 
 
-async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    """Wait until ``fd`` can take more bytes (or has an error the next send reports)."""
-    ready = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_writer(fd, wake)
-    try:
-        await ready
-    finally:
-        loop.remove_writer(fd)
-
-
 def _check_header(name: str, value: str) -> None:
     # A line break would let a value start a header (or a body) of its own.
     if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
@@ -364,52 +342,3 @@ def _date_and_server() -> str:
         _date_lines = f"Date: {formatdate(now, usegmt=True)}\r\nServer: {SERVER_SOFTWARE}\r\n"
         _date_second = now
     return _date_lines
-
-
-def _libc_send() -> Callable[[int, bytes, int, int], int] | None:
-    """libc's ``send(2)``, for the one flag Python's socket objects would need a
-    socket object per request for (building one costs a ``getsockname``)."""
-    if not hasattr(socket, "MSG_MORE"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        send = libc.send
-    except (OSError, AttributeError):
-        return None
-    # No argtypes: ints and bytes convert by ctypes' defaults (int, char *), and
-    # per-argument converters cost more than the call itself. libffi widens an int
-    # argument to the register, so a (small, positive) length arrives as a size_t.
-    send.restype = ctypes.c_ssize_t
-    return send
-
-
-_SEND = _libc_send()
-_MSG_MORE: int = getattr(socket, "MSG_MORE", 0)
-
-
-def _send_more(sock_fd: int, data: bytes) -> int:
-    """Send ``data`` marked "more follows" (it waits for the next send to leave);
-    the bytes the socket took. 0 where that is unavailable: the caller writes them."""
-    if _SEND is None:
-        return 0
-    sent = _SEND(sock_fd, data, len(data), _MSG_MORE)
-    if sent >= 0:
-        return sent
-    code = ctypes.get_errno()
-    if code in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
-        return 0
-    raise OSError(code, os.strerror(code))
-
-
-def _sendfile_now(sock_fd: int, fd: int, offset: int, count: int) -> int:
-    """``os.sendfile`` into a non-blocking socket until it would block; the bytes sent."""
-    sent = 0
-    while sent < count:
-        try:
-            n = os.sendfile(sock_fd, fd, offset + sent, count - sent)
-        except (BlockingIOError, InterruptedError):
-            break
-        if n == 0:
-            raise ArtifactTruncated(f"artifact ended {count - sent} bytes early")
-        sent += n
-    return sent
