@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
 from mediaflow.flows import FlowError, load_flow
-from mediaflow.queue.contract import QueueError
+from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
 
 log = logging.getLogger("mediaflow.cli")
 
@@ -124,16 +125,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    data_dir = args.data or default_data_dir()
+    queue_url = os.environ.get("MEDIAFLOW_QUEUE")
     try:
+        queue_path(queue_url, data_dir)  # refuse an unsupported setting before starting
         spec = load_flow(args.flow)
         settings = EngineSettings.from_env()
-    except (FlowError, ConfigError) as exc:
+    except (FlowError, ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
-    data_dir = args.data or default_data_dir()
     bus = EventBus()
     session = FlowSession(
-        spec, data_dir, settings=settings, bus=bus, jsonl=sys.stdout if args.jsonl else None
+        spec,
+        data_dir,
+        queue_url=queue_url,
+        settings=settings,
+        bus=bus,
+        jsonl=sys.stdout if args.jsonl else None,
     )
     logger = asyncio.create_task(_log_events(bus))
     try:

@@ -126,15 +126,17 @@ def _announce(url: str, settings: ServerSettings) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from mediaflow.queue import QueueError
+    from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
 
+    data_dir = args.data or default_data_dir()
     try:
         settings = ServerSettings.from_env()
-    except ConfigError as exc:
+        from_flag = args.queue != os.environ.get("MEDIAFLOW_QUEUE")
+        queue_path(args.queue, data_dir, name="--queue" if from_flag else "MEDIAFLOW_QUEUE")
+    except (ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
-    data_dir = args.data or default_data_dir()
     try:
         state = AppState.for_serve(data_dir, settings=settings, queue_url=args.queue)
     except (QueueError, OSError) as exc:

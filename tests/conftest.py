@@ -12,6 +12,9 @@ import pytest
 from mediaflow import eventloop
 from mediaflow.queue import SqliteQueue, WorkQueue
 
+# A skip fails the run in CI (tests/ci_skips.py); pytester runs the plugin's own tests.
+pytest_plugins = ["tests.ci_skips", "pytester"]
+
 # -- work queue backends -------------------------------------------------------
 #
 # ``queue`` is an opened backend in a fresh place; every test in

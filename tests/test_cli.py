@@ -164,3 +164,34 @@ def test_an_item_that_keeps_killing_the_process_is_dead_lettered(tmp_path: Path)
     rows = read_deliveries(log_file)
     assert [(d, r) for seq, d, r in rows if seq == 3] == [(1, False), (2, True)]
     assert {seq for seq, _, _ in rows} == set(range(8)) - set() and rows[-1][0] == 7
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "samples/levels.toml", "--until-idle"],
+        ["serve", "--port", "0"],
+        ["demo", "--for", "1", "--port", "0"],
+    ],
+    ids=["run", "serve", "demo"],
+)
+@pytest.mark.parametrize("setting", ["redis://127.0.0.1:1/0", "postgres://db/q"])
+def test_an_unsupported_queue_setting_exits_2_naming_it(
+    command: list[str], setting: str, tmp_path: Path
+) -> None:
+    result = mediaflow(*command, "--data", str(tmp_path), env={"MEDIAFLOW_QUEUE": setting})
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"mediaflow: MEDIAFLOW_QUEUE={setting!r} is not a queue"), lines
+    assert "'sqlite'" in lines[-1]  # what is supported
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "queue.sqlite3").exists()
+
+
+def test_serve_names_the_queue_flag_when_it_came_from_there(tmp_path: Path) -> None:
+    result = mediaflow("serve", "--port", "0", "--queue", "amqp://x", "--data", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "mediaflow: --queue='amqp://x' is not a queue this mediaflow supports: expected "
+        "'sqlite' (the default), 'sqlite:///absolute/path' or 'sqlite://relative/path'"
+    )

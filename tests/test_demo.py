@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import pytest
 
 from mediaflow import load_flow
-from mediaflow.cli_demo import DEMO_FLOW
+from mediaflow.cli_demo import demo_flow
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
+DEMO_FLOW = demo_flow()
 LATEST = {("cam", "image"), ("mic", "audio"), ("asr", "text"), ("rec", "video")}
 
 
@@ -26,7 +28,12 @@ def test_the_demo_flow_file_loads() -> None:
     spec = load_flow(DEMO_FLOW)
     assert spec.name == "demo" and set(spec.nodes) == {"cam", "mic", "asr", "rec"}
     assert (DEMO_FLOW.parent / "speech" / "commands.wav").stat().st_size < 300_000
-    assert load_flow(DEMO_FLOW.parent / "devices.toml").name == "devices"
+    samples = Path(__file__).resolve().parents[1] / "samples"
+    assert load_flow(samples / "devices.toml").name == "devices"
+    # samples/ shows the demo's grammar for devices.toml: the same file, not a copy.
+    assert (samples / "grammar" / "commands.gram").resolve() == (
+        DEMO_FLOW.parent / "grammar" / "commands.gram"
+    )
 
 
 def latest_values(flow: dict[str, Any]) -> dict[tuple[str, str], Any]:
@@ -113,9 +120,31 @@ async def check_demo(url: str, page: Page) -> None:
     reader.cancel()
 
 
-def test_demo_without_samples_fails_clearly(monkeypatch: Any, capsys: Any) -> None:
+def test_a_demo_missing_a_file_fails_naming_it(
+    monkeypatch: Any, capsys: Any, tmp_path: Path
+) -> None:
     from mediaflow import cli_demo
 
-    monkeypatch.setattr(cli_demo, "DEMO_FLOW", Path("/nonexistent/samples/demo.toml"))
-    assert cli_demo.main(["--for", "1"]) == 2
-    assert "samples/ directory" in capsys.readouterr().err
+    copied = tmp_path / "demo"
+    cli_demo.copy_demo(copied)
+    (copied / "speech" / "commands.wav").unlink()
+    monkeypatch.setattr(cli_demo, "DEMO_DIR", copied)
+    assert cli_demo.main(["--for", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("mediaflow demo: this installation of mediaflow lacks the demo's ")
+    assert "speech/commands.wav" in err and str(copied) in err
+    assert "demo.toml" not in err.split(" in ")[0]
+
+
+def test_the_demo_copies_out_and_runs_from_the_copy(tmp_path: Path) -> None:
+    from mediaflow import cli_demo
+
+    target = tmp_path / "mine"
+    written = cli_demo.copy_demo(target)
+    assert [p.relative_to(target).as_posix() for p in written] == list(cli_demo.DEMO_FILES)
+    for name in cli_demo.DEMO_FILES:
+        assert (target / name).read_bytes() == (cli_demo.DEMO_DIR / name).read_bytes()
+    spec = load_flow(target / "demo.toml")
+    assert set(spec.nodes) == {"cam", "mic", "asr", "rec"}
+    with pytest.raises(FileExistsError, match=r"demo\.toml already exists"):
+        cli_demo.copy_demo(target)

@@ -144,12 +144,13 @@ async def test_open_queue_settings(tmp_path: Path, setting: str | None, where: s
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("redis://localhost:6379/0", "redis backend not installed yet"),
-        ("postgres://x", "unknown queue"),
+        ("redis://localhost:6379/0", "'redis://localhost:6379/0' .*no Redis backend yet"),
+        ("postgres://x", "'postgres://x' is not a queue .*expected 'sqlite'"),
+        ("sqlite:/x", "'sqlite:/x' is not a queue"),
     ],
 )
 def test_open_queue_refuses(tmp_path: Path, setting: str, message: str) -> None:
-    with pytest.raises(QueueError, match=message):
+    with pytest.raises(QueueError, match=f"MEDIAFLOW_QUEUE={message}"):
         open_queue(setting, tmp_path)
 
 

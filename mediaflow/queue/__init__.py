@@ -34,30 +34,58 @@ __all__ = [
     "SqliteQueue",
     "StreamBacklog",
     "StreamKey",
+    "UnsupportedQueue",
     "WorkItem",
     "WorkQueue",
     "open_queue",
+    "queue_path",
 ]
 
 
-def open_queue(url_or_none: str | None, data_dir: Path) -> WorkQueue:
-    """Open the queue a setting names.
+SUPPORTED_QUEUES = "'sqlite' (the default), 'sqlite:///absolute/path' or 'sqlite://relative/path'"
+"""What :func:`queue_path` understands, for messages."""
 
-    - ``None``, ``""``, ``"sqlite"`` or ``"sqlite://"``: SQLite in
-      ``data_dir / "queue.sqlite3"``;
-    - ``"sqlite:///abs/path.sqlite3"``: that file (``sqlite://rel/path``
-      is relative to ``data_dir``; a directory gets ``queue.sqlite3`` inside);
-    - ``"redis://host:port/db"``: not available yet.
 
-    Synchronous. Raises :class:`QueueError` for a setting it does not
-    understand and :class:`QueueUnavailable` if the queue cannot be opened.
+class UnsupportedQueue(QueueError, ValueError):
+    """A queue setting names a backend or form this mediaflow does not have."""
+
+    def __init__(self, setting: str, *, name: str = "MEDIAFLOW_QUEUE") -> None:
+        super().__init__(
+            f"{name}={setting!r} is not a queue this mediaflow supports: {_why(setting)}"
+        )
+        self.setting = setting
+
+
+def _why(setting: str) -> str:
+    if setting.startswith(("redis://", "rediss://", "unix://")):
+        return f"there is no Redis backend yet; use {SUPPORTED_QUEUES}"
+    return f"expected {SUPPORTED_QUEUES}"
+
+
+def queue_path(url_or_none: str | None, data_dir: Path, *, name: str = "MEDIAFLOW_QUEUE") -> Path:
+    """The SQLite file a queue setting names; pure apart from asking whether a
+    named path is a directory.
+
+    - ``None``, ``""``, ``"sqlite"`` or ``"sqlite://"``: ``data_dir / "queue.sqlite3"``;
+    - ``"sqlite:///abs/path.sqlite3"``: that file (``sqlite://rel/path`` is relative
+      to ``data_dir``; a directory gets ``queue.sqlite3`` inside).
+
+    Raises :class:`UnsupportedQueue` (naming ``name`` and the value) for any other
+    setting, ``redis://`` included until that backend exists.
     """
     setting = (url_or_none or "").strip()
     if setting in ("", "sqlite", "sqlite://"):
-        return SqliteQueue(Path(data_dir) / DB_FILENAME)
+        return Path(data_dir) / DB_FILENAME
     if setting.startswith("sqlite://"):
         path = Path(data_dir) / Path(setting.removeprefix("sqlite://")).expanduser()
-        return SqliteQueue(path / DB_FILENAME if path.is_dir() else path)
-    if setting.startswith(("redis://", "rediss://", "unix://")):
-        raise QueueError("redis backend not installed yet")
-    raise QueueError(f"unknown queue {setting!r}: expected 'sqlite', 'sqlite:///path' or redis://")
+        return path / DB_FILENAME if path.is_dir() else path
+    raise UnsupportedQueue(setting, name=name)
+
+
+def open_queue(url_or_none: str | None, data_dir: Path) -> WorkQueue:
+    """Open the queue a setting names (see :func:`queue_path`).
+
+    Synchronous. Raises :class:`UnsupportedQueue` for a setting it does not
+    understand and :class:`QueueUnavailable` if the queue cannot be opened.
+    """
+    return SqliteQueue(queue_path(url_or_none, data_dir))
