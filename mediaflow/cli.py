@@ -109,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # One line per HTTP request (every frame the wall shows) only when asked for: -v.
+    logging.getLogger("mediaflow.http.access").setLevel(
+        logging.INFO if args.verbose >= 1 and not args.quiet else logging.WARNING
+    )
     try:
         if args.command == "run":
             return eventloop.run_command(lambda: _run(args))

@@ -138,6 +138,9 @@ class SpanResponse(web.StreamResponse):
         inline_max: int,
         stats: TransferStats,
     ) -> None:
+        # Before the base class runs: older aiohttp (3.9) reads ``prepared`` from
+        # its own ``__init__`` and setters.
+        self._lean_keep_alive: bool | None = None  # set once the lean way took the response
         super().__init__(status=status)
         self.content_length = length
         self._span_type = content_type
@@ -150,7 +153,6 @@ class SpanResponse(web.StreamResponse):
         self._use_sendfile = sendfile
         self._inline = length <= inline_max
         self._stats = stats
-        self._lean_keep_alive: bool | None = None  # set once the lean way took the response
 
     def _release(self) -> None:
         entry = getattr(self, "_entry", None)  # absent if __init__ failed part-way
