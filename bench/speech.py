@@ -6,6 +6,8 @@ Run from the repository root (a few minutes; needs espeak-ng and sox)::
     python -m bench.speech                  # the table
     python -m bench.speech --json           # the numbers as JSON on stdout
     python -m bench.speech --skip lm,flow   # grammar decoding only
+    python -m bench.speech --redecode       # finals decoded whole: the cost
+    python -m bench.speech --wer            # ... and the accuracy (bench/speech_whole.py)
 
 The audio is espeak-ng (``-v en-us``) speaking the sample grammar's sentences
 with 0.6 s of silence between them, 16 kHz mono. Every measurement runs in a
@@ -397,6 +399,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-k", type=int, default=512, help="most streams tried")
     p.add_argument("--skip", default="", help="comma list of: grammar, lm, capacity, flow")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--redecode", action="store_true", help="only the re-decode cost table")
+    p.add_argument("--wer", action="store_true", help="only the WER table (real recordings)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--child-args", default="{}", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -408,6 +412,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         emit_result(CHILDREN[args.child](json.loads(args.child_args)))
+        return 0
+    if args.redecode or args.wer:
+        # Finals decoded whole: see bench/speech_whole.py.
+        from bench import speech_whole
+
+        if args.redecode:
+            cost = speech_whole.cost_report(args.reps, args.audio_s)
+            print(json.dumps(cost, indent=2) if args.json else speech_whole.cost_table(cost))
+        if args.wer:
+            accuracy = speech_whole.wer_report()
+            print(json.dumps(accuracy, indent=2) if args.json else speech_whole.wer_table(accuracy))
         return 0
     report = run(args)
     print(json.dumps(report, indent=2) if args.json else table(report))

@@ -101,7 +101,7 @@ def test_20_and_100_ms_runs_agree_on_words_and_times(mic20: SpeechRun, mic100: S
 def test_transcript_times_bracket_each_sentence(mic20: SpeechRun, track: Track) -> None:
     assert [t["text"] for t in mic20.finals] == track.texts
     for event, spoken in zip(mic20.finals, track.sentences, strict=True):
-        assert event["node"] == "asr"
+        assert (event["node"], event["port"]) == ("asr", "text")
         assert abs(event["start"] - spoken.start) <= TIME_SLACK_S, (event, spoken)
         assert abs(event["end"] - spoken.end) <= TIME_SLACK_S, (event, spoken)
         assert event["start"] <= spoken.start + 0.1 and event["end"] >= spoken.end - 0.1
@@ -113,6 +113,7 @@ def test_partials_appear_while_speaking_and_only_when_they_change(
     assert mic20.partials
     partial_events = [t for t in mic20.transcripts if not t["final"]]
     assert [t["text"] for t in partial_events] == mic20.partials
+    assert {t["port"] for t in partial_events} == {"partial"}
     # Every sentence had hypotheses before its final, inside its time span.
     for final, spoken in zip(mic20.finals, track.sentences, strict=True):
         during = [p for p in partial_events if final["start"] == p["start"]]

@@ -14,7 +14,9 @@ is CPU-bound).
 :class:`PocketSphinxRecognizer` is the built-in engine: pocketsphinx's
 ``Endpointer`` cuts the stream into utterances, a ``Decoder`` with the bundled
 en-us model (or another model, dictionary and language model) decodes each,
-under a JSGF grammar, a keyphrase or an n-gram language model. Another engine
+under a JSGF grammar, a keyphrase or an n-gram language model: streamed for
+partials, and whole once the utterance ended for its final (exactly what a
+fresh decoder gives for that audio; see :mod:`mediaflow.nodes.whole_utterance`). Another engine
 (a Whisper model, say) plugs in with ``engine = "package.module:Class"``: any
 class whose instances have these three methods; :func:`load_engine` builds it.
 """
@@ -29,6 +31,11 @@ from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
 from mediaflow.flows.registry import TargetImportError, import_target
+from mediaflow.nodes.whole_utterance import (
+    DEFAULT_MAX_UTTERANCE_S,
+    UtteranceAudio,
+    WholeUtteranceDecoder,
+)
 
 SAMPLE_RATE: Final = 16000
 """What every recogniser hears: 16 kHz, mono, signed 16-bit little-endian PCM."""
@@ -132,14 +139,28 @@ class SphinxSearch:
 class PocketSphinxRecognizer:
     """pocketsphinx 5: ``Endpointer`` for utterances, ``Decoder`` for words.
 
-    Construction loads the model (~0.1-0.4 s) and blocks. ``model`` is an acoustic
-    model directory, ``dictionary`` a pronunciation dictionary; both default to the
-    bundled en-us ones. ``decoder_options`` go to pocketsphinx's ``Config`` as is
+    Construction loads the model (~0.1-0.4 s; twice with partials, see below)
+    and blocks. ``model`` is an acoustic model directory, ``dictionary`` a
+    pronunciation dictionary; both default to the bundled en-us ones.
+    ``decoder_options`` go to pocketsphinx's ``Config`` as is
     (``{"beam": 1e-60}``); with a grammar, ``bestpath`` defaults to false: the
     lattice rescoring pass may pick a path that stops inside the grammar ("what
     time" for "what time is it"), the grammar's own Viterbi path cannot.
+
+    Finals. With ``redecode`` (the default) each final is what pocketsphinx gives
+    for that utterance's audio decoded whole by a fresh decoder of the same
+    configuration (batch CMN; see :mod:`mediaflow.nodes.whole_utterance`): the
+    utterance's speech, as the endpointer hands it, is kept until it ends and
+    then decoded again by a second decoder. Partials come from a streaming
+    decoder (live CMN) fed frame by frame; that decoder is not built when
+    ``partials`` is false. An utterance longer than ``max_utterance_s`` is cut
+    there: a final for what was heard, and the speech after it starts a new
+    utterance. ``redecode=False`` gives the streaming decoder's own finals
+    (cheaper, less accurate, no utterance buffer).
+
     Raises :class:`RecognizerError` when pocketsphinx is missing or refuses the
-    configuration, naming the words a grammar uses that the dictionary lacks.
+    configuration, naming the words a grammar uses that the dictionary lacks;
+    ``ValueError`` for a ``max_utterance_s`` that is not positive.
     """
 
     def __init__(
@@ -151,6 +172,8 @@ class PocketSphinxRecognizer:
         vad_mode: int = 0,
         partials: bool = True,
         decoder_options: Mapping[str, Any] | None = None,
+        redecode: bool = True,
+        max_utterance_s: float = DEFAULT_MAX_UTTERANCE_S,
     ) -> None:
         try:
             # Imported here, by name: a flow with another engine must not need it, and
@@ -163,28 +186,38 @@ class PocketSphinxRecognizer:
         self._search = search or SphinxSearch()
         self._partials = partials
         self._vad_mode = vad_mode
+        self._audio = UtteranceAudio(max_utterance_s)
         self._make_endpointer: Callable[[], Any] = lambda: pocketsphinx.Endpointer(
             vad_mode=vad_mode, sample_rate=SAMPLE_RATE
         )
-        self._decoder = _decoder(pocketsphinx, self._search, model, dictionary, decoder_options)
+        config = sphinx_config(self._search, model, dictionary, decoder_options)
+        # The streaming decoder: partials, and the finals when not re-decoding.
+        self._live: Any = (
+            _decoder(pocketsphinx, self._search, config) if partials or not redecode else None
+        )
+        self._whole = (
+            WholeUtteranceDecoder(_decoder(pocketsphinx, self._search, config))
+            if redecode
+            else None
+        )
         self._endpointer: Any = self._make_endpointer()
         self._frame_bytes = int(self._endpointer.frame_bytes)
         self._pending = bytearray()
         self._frames = 0  # endpointer frames heard since the last (re)start
         self._utterance_start: float | None = None  # set while inside an utterance
-        self._utterance_bytes = 0  # speech the decoder has had in this utterance
 
     def feed(self, pcm16k: bytes) -> list[Result]:
-        """See :meth:`Recognizer.feed`. Raises ``RuntimeError`` if pocketsphinx fails."""
+        """See :meth:`Recognizer.feed`. Raises ``RuntimeError`` if pocketsphinx fails.
+
+        Blocks for one endpointer frame at a time, and for the whole decode of each
+        utterance that ends in ``pcm16k``."""
         self._pending += pcm16k
         whole = len(self._pending) - len(self._pending) % self._frame_bytes
         results: list[Result] = []
         view = memoryview(self._pending)
         try:
             for offset in range(0, whole, self._frame_bytes):
-                final = self._frame(bytes(view[offset : offset + self._frame_bytes]))
-                if final is not None:
-                    results.append(final)
+                results += self._frame(bytes(view[offset : offset + self._frame_bytes]))
         finally:
             view.release()
         del self._pending[:whole]
@@ -193,7 +226,7 @@ class PocketSphinxRecognizer:
             if partial:
                 # The endpointer hands speech on a window late: the hypothesis covers
                 # what the decoder has had, not everything fed.
-                end = self._utterance_start + self._utterance_bytes / 2 / SAMPLE_RATE
+                end = self._utterance_start + self._audio.seconds
                 results.append(Result(partial, self._utterance_start, end, final=False))
         return results
 
@@ -203,7 +236,7 @@ class PocketSphinxRecognizer:
         if self._utterance_start is not None:
             tail = self._endpointer.end_stream(bytes(self._pending))
             if tail is not None:
-                self._decoder.process_raw(tail)
+                results += self._hear(tail)
             end = self._now() + len(self._pending) / 2 / SAMPLE_RATE
             final = self._end_utterance(end)
             if final is not None:
@@ -213,37 +246,62 @@ class PocketSphinxRecognizer:
 
     def reset(self) -> None:
         """See :meth:`Recognizer.reset`."""
-        if self._utterance_start is not None:
-            self._decoder.end_utt()
+        if self._utterance_start is not None and self._live is not None:
+            self._live.end_utt()
         self._restart()
 
-    def _frame(self, frame: bytes) -> Result | None:
+    def _frame(self, frame: bytes) -> list[Result]:
         was_speech = self._endpointer.in_speech
         speech = self._endpointer.process(frame)
         self._frames += 1
         if speech is None:
-            return None
+            return []
         if not was_speech:
-            self._utterance_start = float(self._endpointer.speech_start)
-            self._utterance_bytes = 0
-            self._decoder.start_utt()
-        self._decoder.process_raw(speech)
-        self._utterance_bytes += len(speech)
-        if self._endpointer.in_speech:
-            return None
-        return self._end_utterance(float(self._endpointer.speech_end))
+            self._start_utterance(float(self._endpointer.speech_start))
+        results = self._hear(speech)
+        if not self._endpointer.in_speech:
+            final = self._end_utterance(float(self._endpointer.speech_end))
+            if final is not None:
+                results.append(final)
+        return results
+
+    def _hear(self, speech: bytes) -> list[Result]:
+        """Speech of the utterance in progress: kept, streamed, cut at the cap."""
+        results: list[Result] = []
+        while speech:
+            rest = self._audio.add(speech)
+            kept = speech[: len(speech) - len(rest)]
+            if self._live is not None and kept:
+                self._live.process_raw(kept)
+            speech = rest
+            if self._audio.full:
+                assert self._utterance_start is not None
+                cut = self._utterance_start + self._audio.seconds
+                final = self._end_utterance(cut)
+                if final is not None:
+                    results.append(final)
+                self._start_utterance(cut)
+        return results
+
+    def _start_utterance(self, start: float) -> None:
+        self._utterance_start = start
+        self._audio.clear()
+        if self._live is not None:
+            self._live.start_utt()
 
     def _end_utterance(self, end: float) -> Result | None:
         start = self._utterance_start
         self._utterance_start = None
-        self._decoder.end_utt()
-        text = self._hypothesis()
+        if self._live is not None:
+            self._live.end_utt()
+        audio = self._audio.take()
+        text = self._whole.decode(audio) if self._whole is not None else self._hypothesis()
         if not text or start is None:
             return None
         return Result(text, start, end, final=True)
 
     def _hypothesis(self) -> str:
-        hyp = self._decoder.hyp()
+        hyp = None if self._live is None else self._live.hyp()
         return "" if hyp is None else str(hyp.hypstr).strip()
 
     def _now(self) -> float:
@@ -254,17 +312,21 @@ class PocketSphinxRecognizer:
         # is the only way to restart both its state and its clock.
         self._endpointer = self._make_endpointer()
         self._pending.clear()
+        self._audio.clear()
         self._frames = 0
         self._utterance_start = None
 
 
-def _decoder(
-    pocketsphinx: Any,
+def sphinx_config(
     search: SphinxSearch,
-    model: Path | None,
-    dictionary: Path | None,
-    decoder_options: Mapping[str, Any] | None,
-) -> Any:
+    model: Path | None = None,
+    dictionary: Path | None = None,
+    decoder_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of pocketsphinx's ``Decoder`` for these settings. Pure.
+
+    A grammar is not in it: it is added to the decoder (``add_jsgf_string``, then
+    ``activate_search`` under ``search.grammar_name``) once built."""
     config: dict[str, Any] = {"loglevel": "FATAL", "samprate": SAMPLE_RATE}
     if model is not None:
         config["hmm"] = str(model)
@@ -277,6 +339,10 @@ def _decoder(
     elif search.lm is not None:
         config["lm"] = str(search.lm)
     config.update(decoder_options or {})
+    return config
+
+
+def _decoder(pocketsphinx: Any, search: SphinxSearch, config: Mapping[str, Any]) -> Any:
     try:
         decoder = pocketsphinx.Decoder(**config)
     except (ValueError, RuntimeError) as exc:

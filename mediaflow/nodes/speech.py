@@ -4,7 +4,7 @@ Port ``audio`` takes the ``audio/wav`` chunks of one stream (a microphone, a
 file) in order; any rate and channel count is resampled to 16 kHz mono. Port
 ``text`` gets one string per finished utterance, ``partial`` the hypothesis
 while it is spoken (only when it changes). Each is also published as a
-``transcript`` event with ``text``, ``final`` and ``start``/``end``: seconds on
+``transcript`` event with ``port``, ``text``, ``final`` and ``start``/``end``: seconds on
 the stream's clock (chunk ``pts``; counted samples when a chunk has none).
 
 The recogniser (see :mod:`mediaflow.nodes.recognizer`) is pocketsphinx with its
@@ -12,10 +12,22 @@ bundled en-us model unless ``engine`` names another. It lives on one thread
 owned by the node: it is stateful and not thread-safe, and decoding is
 CPU-bound. pocketsphinx keeps the GIL inside each call, so the thread does not
 run in parallel with other Python code (speech nodes in one process share one
-core) and the event loop waits out each call: it is fed one 30 ms frame per
-call, which bounds that wait (``bench/speech.py`` measures the loop's lag: a few
-ms with a grammar; with the default language model ~50 ms, mostly when an
-utterance ends). Many streams need several processes (one flow each).
+core) and the event loop waits out each call: while an utterance is spoken the
+streaming decoder is fed one 30 ms frame per call, which bounds that wait (a few
+ms with a grammar; with the default language model ~50 ms); when it ends, its
+final is decoded whole in one call, so the loop waits that long: up to ~0.1 s
+with a grammar, with the default language model about half the utterance's
+length or more (``python -m bench.speech --redecode``); ``max_utterance_s``
+bounds it, ``redecode = false`` avoids it at the price of worse finals. Many
+streams need several processes (one flow each).
+
+Finals. Each final is what pocketsphinx gives for that utterance's audio
+decoded whole by a fresh decoder (batch CMN, on every utterance, the first of a
+stream included), not the streaming decoder's own, whose live CMN has no
+estimate yet for a stream's first utterance and lags after. The utterance's
+audio is kept until it ends, at most ``max_utterance_s`` (30 s, ~1 MB): a
+longer one is cut there, a final for each piece. Partials are the streaming
+decoder's: a final may differ from the last partial before it.
 
 Holes and disorder. A chunk that starts later than the previous one ended (a
 dead-lettered chunk, a device hole) is preceded by that much silence, at most
@@ -49,7 +61,12 @@ results were emitted (``emit`` is durable when it returns). Hence:
   cannot emit that utterance again; longer ones may emit its tail as a second,
   shorter utterance. A partial emitted before a crash may never see its final.
 * A clean stop loses the utterance in progress the same way (the next run
-  starts after the last acked chunk); the node logs what it had heard.
+  starts after the last acked chunk); the node logs what it had heard (the
+  whole decode of its audio so far).
+* The audio of the utterance in progress lives only in the recogniser (never in
+  the store): a reset or a crash loses it with the utterance, as above; the
+  final of an utterance that restarted at a redelivered chunk is the whole
+  decode of the audio heard since, which is what the second bullet describes.
 
 The engine ends no utterance when the input stream ends: the last one is
 finished only by the silence after it. Run one speech node per stream in one
@@ -63,37 +80,30 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from mediaflow.engine.node import Context, Node
 from mediaflow.media import MediaError, MediaRef
 from mediaflow.nodes.recognizer import (
-    SAMPLE_RATE,
     PocketSphinxRecognizer,
     Recognizer,
     RecognizerError,
-    Result,
     SphinxSearch,
     load_engine,
     resolve_vad_mode,
 )
 from mediaflow.nodes.speech_audio import (
     AudioFormatError,
-    Continuity,
-    MonoResampler,
-    StreamClock,
-    continuity,
     is_wav_media_type,
-    read_wav,
 )
+from mediaflow.nodes.speech_stream import MAX_HOLE_FILL_S, SpeechStream, Transcript
+from mediaflow.nodes.whole_utterance import DEFAULT_MAX_UTTERANCE_S
 from mediaflow.store import ArtifactNotFound
 
 log = logging.getLogger("mediaflow.nodes.speech")
 
-MAX_HOLE_FILL_S: Final = 1.0
-"""Silence put in a hole, at most: enough for the endpointer to end an utterance."""
+__all__ = ["MAX_HOLE_FILL_S", "SpeechInputError", "SpeechNode", "SpeechStream", "Transcript"]
 
 T = TypeVar("T")
 
@@ -118,81 +128,6 @@ class SpeechInputError(ValueError):
         self.node = node
         self.chunk_seq = chunk_seq if isinstance(chunk_seq, int) else None
         self.item_seq = item_seq
-
-
-@dataclass(frozen=True, slots=True)
-class Transcript:
-    """A result on the stream's clock, ready to emit."""
-
-    text: str
-    start: float
-    end: float
-    final: bool
-
-
-class SpeechStream:
-    """One stream's way from WAV chunks to transcripts. Blocks; call from one thread."""
-
-    def __init__(self, recognizer: Recognizer, *, partials: bool = True) -> None:
-        self.recognizer = recognizer
-        self.partials = partials
-        self.clock = StreamClock()
-        self._resampler = MonoResampler()
-        self._last_partial: str | None = None
-
-    def push(self, wav: bytes, pts: float | None) -> list[Transcript]:
-        """Hear one chunk starting at stream time ``pts`` (None: right after the last).
-
-        Raises :class:`AudioFormatError` before anything changes if ``wav`` cannot be
-        read; re-raises a recogniser failure after resetting it.
-        """
-        chunk = read_wav(wav)
-        out: list[Transcript] = []
-        match continuity(self.clock.expected, pts):
-            case Continuity.FIRST | Continuity.FOLLOWS:
-                pass
-            case Continuity.GAP:
-                assert pts is not None and self.clock.expected is not None
-                hole = min(pts - self.clock.expected, MAX_HOLE_FILL_S)
-                silence = bytes(2 * round(hole * SAMPLE_RATE))
-                out += self._feed(silence, self.clock.expected, hole)
-            case Continuity.REWIND:
-                out += self._map(self.recognizer.flush())
-                self.clock.restart()
-        return out + self._feed(self._resampler.convert(chunk), pts, chunk.duration)
-
-    def flush(self) -> list[Transcript]:
-        """Finish the utterance in progress (the stream ended)."""
-        out = self._map(self.recognizer.flush())
-        self.clock.restart()
-        return out
-
-    def _feed(self, pcm: bytes, pts: float | None, duration: float) -> list[Transcript]:
-        expected = self.clock.expected
-        self.clock.add(pts, len(pcm) // 2, duration)
-        try:
-            results = self.recognizer.feed(pcm)
-        except Exception:
-            # Its state is unknown now: start clean, and let a retry feed this again.
-            self.recognizer.reset()
-            self.clock.restart()
-            self.clock.expected = expected
-            self._last_partial = None
-            raise
-        return self._map(results)
-
-    def _map(self, results: list[Result]) -> list[Transcript]:
-        out: list[Transcript] = []
-        for result in results:
-            if not result.final and (not self.partials or result.text == self._last_partial):
-                continue
-            start = round(self.clock.to_stream(result.start), 3)
-            end = round(self.clock.to_stream(result.end), 3)
-            out.append(Transcript(result.text, start, end, result.final))
-            self._last_partial = None if result.final else result.text
-            if result.final:
-                self.clock.forget_before(result.end)
-        return out
 
 
 def check_options(
@@ -232,8 +167,12 @@ class SpeechNode(Node):
     (acoustic model directory) and ``dictionary`` for other languages;
     ``decoder_options`` for any other pocketsphinx setting. ``vad_mode``: 0-3 or
     loose / medium_loose / medium_strict / strict. ``partials`` (true): emit
-    hypotheses while speaking. Or ``engine = "package.module:Class"`` with
-    ``engine_options`` (keyword arguments of the class) for another recogniser.
+    hypotheses while speaking. ``redecode`` (true): each final is the utterance
+    decoded whole, as a fresh pocketsphinx decoder would (false: the streaming
+    decoder's own, cheaper and less accurate); ``max_utterance_s`` (30): an
+    utterance is cut at this length, a new one starts with the speech after it.
+    Or ``engine = "package.module:Class"`` with ``engine_options`` (keyword
+    arguments of the class) for another recogniser.
     Raises ``ValueError`` for a contradictory set of options.
     """
 
@@ -253,10 +192,18 @@ class SpeechNode(Node):
         engine: str | None = None,
         engine_options: Mapping[str, Any] | None = None,
         decoder_options: Mapping[str, Any] | None = None,
+        redecode: bool | None = None,
+        max_utterance_s: float | None = None,
     ) -> None:
         check_options(
             {"grammar": grammar, "keyphrase": keyphrase, "lm": lm},
-            {"model": model, "dictionary": dictionary, "decoder_options": decoder_options},
+            {
+                "model": model,
+                "dictionary": dictionary,
+                "decoder_options": decoder_options,
+                "redecode": redecode,
+                "max_utterance_s": max_utterance_s,
+            },
             kws_threshold=kws_threshold,
             engine=engine,
             engine_options=engine_options,
@@ -269,6 +216,12 @@ class SpeechNode(Node):
         self.engine = engine
         self.engine_options = dict(engine_options or {})
         self.decoder_options = dict(decoder_options or {})
+        self.redecode = True if redecode is None else bool(redecode)
+        self.max_utterance_s = (
+            DEFAULT_MAX_UTTERANCE_S if max_utterance_s is None else float(max_utterance_s)
+        )
+        if not self.max_utterance_s > 0:
+            raise ValueError(f"speech: max_utterance_s must be positive; got {max_utterance_s!r}")
         self._executor: ThreadPoolExecutor | None = None
         self._stream: SpeechStream | None = None
         self._node = "speech"
@@ -318,6 +271,8 @@ class SpeechNode(Node):
                 vad_mode=self.vad_mode,
                 partials=self.partials,
                 decoder_options=self.decoder_options,
+                redecode=self.redecode,
+                max_utterance_s=self.max_utterance_s,
             )
 
         return build
@@ -361,9 +316,16 @@ class SpeechNode(Node):
         # Each result leaves the outbox only once emitted: a retry emits the rest.
         while self._outbox:
             item = self._outbox[0]
-            await ctx.emit("text" if item.final else "partial", item.text)
+            port = "text" if item.final else "partial"
+            await ctx.emit(port, item.text)
+            # ``port`` lets a reader (the wall) put the event where the value went.
             ctx.publish(
-                "transcript", text=item.text, start=item.start, end=item.end, final=item.final
+                "transcript",
+                port=port,
+                text=item.text,
+                start=item.start,
+                end=item.end,
+                final=item.final,
             )
             self._outbox.popleft()
 

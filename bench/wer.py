@@ -1,0 +1,36 @@
+"""Word error rate: word-level Levenshtein distance over reference words. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+def word_errors(reference: Sequence[str], hypothesis: Sequence[str]) -> int:
+    """Fewest substitutions, deletions and insertions turning ``hypothesis`` into
+    ``reference`` (lists of words)."""
+    previous = list(range(len(hypothesis) + 1))
+    for i, ref_word in enumerate(reference, start=1):
+        current = [i]
+        for j, hyp_word in enumerate(hypothesis, start=1):
+            current.append(
+                min(
+                    previous[j] + 1,  # a reference word deleted
+                    current[j - 1] + 1,  # a word inserted
+                    previous[j - 1] + (ref_word != hyp_word),  # kept or substituted
+                )
+            )
+        previous = current
+    return previous[-1]
+
+
+def wer(pairs: Iterable[tuple[str, str]]) -> float:
+    """Corpus WER of (reference, hypothesis) texts: total word errors over total
+    reference words (0.0 for no reference words and no hypothesis words)."""
+    errors = words = 0
+    for reference, hypothesis in pairs:
+        ref, hyp = reference.split(), hypothesis.split()
+        errors += word_errors(ref, hyp)
+        words += len(ref)
+    if words == 0:
+        return 0.0 if errors == 0 else float("inf")
+    return errors / words
