@@ -86,7 +86,8 @@ async def test_flows_of_a_running_session(tmp_path: Path) -> None:
             cam, gate = nodes["cam"], nodes["gate"]
             assert cam["role"] == "source"
             assert cam["outputs"]["image"]["kind"] == "image"
-            assert cam["outputs"]["caption"] == {"kind": "text", "latest": "frame 4"}
+            # A live latest value says which emission it is (a source runs for no item).
+            assert cam["outputs"]["caption"] == {"kind": "text", "latest": "frame 4", "seq": 5}
             latest_image = cam["outputs"]["image"]["latest"]
             assert latest_image["media_type"] == "image/jpeg" and latest_image["meta"]["seq"] == 4
             assert gate["inputs"] == {"image": {"kind": "image", "from": "cam.image"}}

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class RunContext:
     """Context for one node run (or a source's whole life). Cheap to create."""
 
-    __slots__ = ("_runner", "flow", "inputs", "item", "log", "node")
+    __slots__ = ("_cause", "_runner", "flow", "inputs", "item", "log", "node")
 
     @property
     def flow_dir(self) -> Path:
@@ -38,6 +38,10 @@ class RunContext:
         self.node = node
         self.inputs = inputs
         self.item = item
+        # The input item this run is for (a source's run is for none): named by
+        # its emissions and events so a viewer can tell which ones belong together.
+        is_source = runner.spec.nodes[node].is_source
+        self._cause = None if item is None or is_source else item.seq
         self.log = logging.getLogger(f"mediaflow.node.{node}")
 
     @property
@@ -45,7 +49,7 @@ class RunContext:
         return self.item is not None and self.item.deliveries > 1
 
     async def emit(self, port: str, value: Any) -> None:
-        await self._runner.emit(self.node, port, value)
+        await self._runner.emit(self.node, port, value, item=self._cause)
 
     async def flush(self) -> None:
         await self._runner.flush()
@@ -73,7 +77,11 @@ class RunContext:
         return self._runner.store.path_for(digest)
 
     def publish(self, event_type: str, **data: Any) -> None:
-        self._runner.bus.publish(event_type, {"flow": self.flow, "node": self.node, **data})
+        # ``item``: the seq of the input item being run, as on this run's emissions.
+        cause = {} if self._cause is None else {"item": self._cause}
+        self._runner.bus.publish(
+            event_type, {"flow": self.flow, "node": self.node, **cause, **data}
+        )
 
     def stopping(self) -> bool:
         return self._runner.stopping

@@ -50,6 +50,8 @@ ENGINE_EVENT_TYPES = frozenset(
 class LatestThrottle:
     """Publishes ``latest`` events (the newest value per port, for live views) at
     most ``per_second`` times per port, always ending a burst with its last value.
+    Each carries the emission's identity (``seq``, and ``item`` when the node ran
+    for an item) next to ``value``.
 
     Call :meth:`offer` on the event loop for every emitted value; it costs a dict
     lookup unless an event is due.
@@ -60,32 +62,32 @@ class LatestThrottle:
         self._flow = flow
         self._interval = 1.0 / per_second
         self._last_sent: dict[tuple[str, str], float] = {}
-        self._pending: dict[tuple[str, str], Any] = {}
+        self._pending: dict[tuple[str, str], tuple[Any, Mapping[str, int]]] = {}
 
-    def offer(self, node: str, port: str, value: Any) -> None:
+    def offer(self, node: str, port: str, value: Any, ident: Mapping[str, int]) -> None:
         key = (node, port)
         loop = asyncio.get_running_loop()
         now = loop.time()
         due = self._last_sent.get(key, -1e9) + self._interval
         if now >= due and key not in self._pending:
-            self._send(key, value, now)
+            self._send(key, (value, ident), now)
             return
         if key not in self._pending:
             loop.call_at(due, self._flush, key)
-        self._pending[key] = value
+        self._pending[key] = (value, ident)
 
     def _flush(self, key: tuple[str, str]) -> None:
         if key in self._pending:
             self._send(key, self._pending.pop(key), asyncio.get_running_loop().time())
 
-    def _send(self, key: tuple[str, str], value: Any, now: float) -> None:
+    def _send(
+        self, key: tuple[str, str], pending: tuple[Any, Mapping[str, int]], now: float
+    ) -> None:
         self._last_sent[key] = now
         node, port = key
-        self._bus.publish(
-            "latest",
-            {"flow": self._flow, "node": node, "port": port, "value": present_value(value)},
-            replay=False,
-        )
+        value, ident = pending
+        data = {"flow": self._flow, "node": node, "port": port, "value": present_value(value)}
+        self._bus.publish("latest", {**data, **ident}, replay=False)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,11 @@ class Context(Protocol):
         ...
 
     def publish(self, event_type: str, **data: Any) -> None:
-        """Put an event on the flow's event bus (``device_lost``, transcripts ...)."""
+        """Put an event on the flow's event bus (``device_lost``, transcripts ...).
+
+        The event carries ``flow``, ``node`` and, in a run for an input item,
+        ``item`` (that item's ``seq``, as in the identity of this run's emissions:
+        a live view joins an event to the value it is about by it)."""
         ...
 
     def stopping(self) -> bool:

@@ -121,6 +121,10 @@ class FlowRunner:
         self.jsonl = jsonl
         self.stopping = False
         self.latest_values: dict[tuple[str, str], Any] = {}
+        # Which emission each latest value is (see :meth:`emit`): what live views
+        # use to show a value once however many ways it reaches them.
+        self.latest_ids: dict[tuple[str, str], dict[str, int]] = {}
+        self._emissions: dict[tuple[str, str], int] = {}
         self.dirty_latest: dict[tuple[str, str], Any] = {}
         self.latency = LatencyWindow()
         self.latest_events = LatestThrottle(self.bus, spec.name)
@@ -249,7 +253,7 @@ class FlowRunner:
             outputs = await node.run(RunContext(self, node_id, inputs, info))
             if outputs:
                 for port, value in outputs.items():
-                    await self.emit(node_id, port, value)
+                    await self.emit(node_id, port, value, item=None if is_source else item.seq)
         except asyncio.CancelledError:
             if not (is_source and self.stopping):
                 error = "cancelled while stopping"
@@ -275,8 +279,13 @@ class FlowRunner:
 
     # -- emissions --------------------------------------------------------------
 
-    async def emit(self, node_id: str, port: str, value: Any) -> None:
+    async def emit(self, node_id: str, port: str, value: Any, *, item: int | None = None) -> None:
         """Journal ``value`` emitted by ``node_id`` on ``port`` for every reader.
+
+        ``item`` is the ``seq`` of the input item the node was running (None for a
+        source). The emission's identity, ``{"seq": n, "item": item}`` (``seq``
+        counts the port's emissions in this run from 1), goes with the latest value
+        to live views (``latest`` events, ``/api/flows``) and is not journaled.
 
         The value joins this process's next group commit (one transaction for
         every emission of an event-loop turn, the acks of finished items and
@@ -293,8 +302,11 @@ class FlowRunner:
             )
         encoded = encode_value(check_port_value(node_id, port, kinds[port], value))
         key = (node_id, port)
+        seq = self._emissions[key] = self._emissions.get(key, 0) + 1
+        ident = {"seq": seq} if item is None else {"seq": seq, "item": item}
         self.latest_values[key] = encoded
-        self.latest_events.offer(node_id, port, encoded)
+        self.latest_ids[key] = ident
+        self.latest_events.offer(node_id, port, encoded, ident)
         if self.jsonl is not None:
             self.loops.write_jsonl(node_id, port, encoded)
         route = self.routes.get(key)

@@ -84,6 +84,7 @@ async def flow_view(
         return live_flow_view(
             runner.spec,
             latest=dict(runner.latest_values),
+            ids=dict(runner.latest_ids),
             counts=stream_counts(runner.state),
             backlog=backlog,
             run=run,

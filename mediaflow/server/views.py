@@ -62,12 +62,16 @@ def live_flow_view(
     spec: FlowSpec,
     *,
     latest: Mapping[tuple[str, str], Any],
+    ids: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
     counts: Mapping[StreamKey, tuple[int, bool]],
     backlog: Mapping[StreamKey, StreamBacklog],
     run: RunRecord | None,
     now: float,
 ) -> dict[str, Any]:
-    """A running flow: every node and port from its spec, with live numbers."""
+    """A running flow: every node and port from its spec, with live numbers. A port's
+    latest value comes with its emission's identity from ``ids`` (``seq``, and
+    ``item`` when the node ran for an input item), as in ``latest`` events."""
+    ids = ids or {}
     nodes = []
     for node_id, node in spec.nodes.items():
         stream = StreamKey(spec.name, node_id)
@@ -86,7 +90,11 @@ def live_flow_view(
                     for port, kind in node.input_kinds.items()
                 },
                 "outputs": {
-                    port: {"kind": kind, "latest": present_value(latest.get((node_id, port)))}
+                    port: {
+                        "kind": kind,
+                        "latest": present_value(latest.get((node_id, port))),
+                        **ids.get((node_id, port), {}),
+                    }
                     for port, kind in node.output_kinds.items()
                 },
                 "in_memory": {"waiting": waiting, "running": running},

@@ -17,6 +17,7 @@ from mediaflow.server import auth
 
 STATIC_FILES = {
     "index.html": "text/html; charset=utf-8",
+    "text.js": "text/javascript; charset=utf-8",
     "wall.js": "text/javascript; charset=utf-8",
     "wall.css": "text/css; charset=utf-8",
 }

@@ -6,13 +6,22 @@
 // while is polled instead (GET /api/flows/{flow} every POLL_MS), so the wall
 // works with an engine that does not publish them. No framework, no build
 // step; all text goes into the page through textContent, never as HTML.
+//
+// Text ports: each value is shown once, however many ways it arrives (the
+// decisions are pure functions in text.js). A port of finished lines (`asr.text`)
+// is a list that only grows, numbered from the first line this page saw and
+// keeping the last MAX_LINES (the title says how many went). A port of
+// hypotheses (`asr.partial`) is one live line, replaced while the speaker talks,
+// gone once the node's next finished line comes or it goes stale. A transcript
+// event goes to its port's widget if it has one, else to the transcripts panel.
 "use strict";
 
 (() => {
   const POLL_MS = 500;
   const EVENTS_FRESH_MS = 2000; // a flow with a `latest` event this recent is not polled
   const FLOW_LIST_MS = 5000;
-  const MAX_LINES = 200;
+  const CLOCK_MS = 250; // how often live lines check whether they went stale
+  const MAX_LINES = 100; // lines kept per text widget and in the transcripts panel: the newest
   const MAX_CHIPS = 12;
   const MAX_CLIPS = 30;
   const AUDIO_MAX_AHEAD_S = 2.0; // drop chunks rather than fall further behind live
@@ -31,6 +40,7 @@
   const EVENT_TYPES = ["latest", "transcript", "run_started", "run_finished",
     ...Object.keys(STATUS_EVENTS)];
 
+  const text = window.MediaflowText;
   const flows = new Map(); // name -> FlowView
   let audio = null; // AudioContext, created on first use
 
@@ -77,7 +87,7 @@
         h("div", { class: "title" }, h("span", { text: `${node}.${port} · ${kind}` }), this.info));
     }
     same(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
-    update(value) {
+    update(value, _ident) {
       if (value === null || value === undefined || this.same(value, this.last)) return;
       this.last = value;
       this.updates += 1;
@@ -190,18 +200,86 @@
     }
   }
 
+  // A numbered list that keeps its newest MAX_LINES lines; numbers are explicit
+  // elements (an <ol>'s markers clip past 9 in a narrow gutter, and restart at 1
+  // when old lines go), counting every line the list was given.
+  class Lines {
+    constructor(list, info) {
+      this.list = list;
+      this.info = info;
+      this.count = 0;
+    }
+    add(line) {
+      this.count += 1;
+      const item = h("li", { "data-n": String(this.count) },
+        h("span", { class: "n", text: `${this.count}.` }), h("span", { class: "t", text: line }));
+      const follow = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 4;
+      this.list.append(item);
+      while (this.list.children.length > MAX_LINES) this.list.firstElementChild.remove();
+      const gone = this.count - this.list.children.length;
+      if (this.info) {
+        this.info.textContent = gone ? `last ${MAX_LINES} of ${this.count} lines` : `${this.count} lines`;
+      }
+      if (follow) this.list.scrollTop = this.list.scrollHeight; // unless the reader scrolled up
+      return item;
+    }
+  }
+
+  const asText = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+
+  // Finished lines: each emission once, in arrival order.
   class TextWidget extends Widget {
     constructor(...args) {
       super(...args);
-      this.lines = h("ol", { class: "lines" });
-      this.root.append(this.lines);
+      this.list = h("ol", { class: "lines" });
+      this.lines = new Lines(this.list, this.info);
+      this.entries = []; // what is shown, oldest first: {text, seq?, item?, start?}
+      this.root.append(this.list);
     }
-    show(value) { this.line(typeof value === "string" ? value : JSON.stringify(value)); }
-    line(text) {
-      this.lines.append(h("li", { text }));
-      while (this.lines.children.length > MAX_LINES) this.lines.firstElementChild.remove();
-      this.lines.scrollTop = this.lines.scrollHeight;
+    // Returns whether the entry is new (and now shown).
+    admit(entry) {
+      const shown = text.findShown(this.entries, entry);
+      if (shown >= 0) {
+        this.entries[shown] = text.merged(this.entries[shown], entry);
+        return false;
+      }
+      this.entries.push(entry);
+      if (this.entries.length > MAX_LINES) this.entries.shift();
+      this.updates += 1;
+      this.root.dataset.updates = String(this.updates);
+      const li = this.lines.add(entry.text);
+      if (entry.item !== undefined) li.dataset.item = String(entry.item);
+      return true;
     }
+  }
+
+  // Hypotheses: one line, replaced, gone when the utterance ends.
+  class LiveTextWidget extends Widget {
+    constructor(...args) {
+      super(...args);
+      this.state = text.LIVE_IDLE;
+      this.line = h("p", { class: "live-line", "aria-live": "polite", hidden: "" });
+      this.root.dataset.live = "";
+      this.root.append(this.line);
+    }
+    step(tick) {
+      const before = this.state.line;
+      this.state = text.live(this.state, tick, Date.now());
+      const line = this.state.line;
+      if (line === before) return;
+      this.line.textContent = line ? line.text : "";
+      this.line.hidden = !line;
+      if (line && line.item !== undefined) this.line.dataset.item = String(line.item);
+      else delete this.line.dataset.item;
+      this.root.dataset.state = line ? "speaking" : "idle";
+      if (line) {
+        this.updates += 1;
+        this.root.dataset.updates = String(this.updates);
+      }
+    }
+    admit(entry) { this.step({ type: "partial", entry }); return true; }
+    ended(entry) { this.step({ type: "final", entry }); }
+    clock() { this.step({ type: "clock" }); }
   }
 
   class ValueWidget extends Widget {
@@ -217,6 +295,8 @@
   }
 
   const WIDGETS = { image: ImageWidget, audio: AudioWidget, video: VideoWidget, text: TextWidget };
+  const widgetClass = (port, kind) =>
+    (kind === "text" && text.isLivePort(port) ? LiveTextWidget : WIDGETS[kind] || ValueWidget);
 
   // -- flows ---------------------------------------------------------------------------
 
@@ -226,6 +306,8 @@
       this.widgets = new Map();
       this.lastEventAt = 0;
       this.applied = false;
+      this.run = 1; // bumped by each run_started: emission seqs start again
+      this.early = []; // transcript events that came before the first poll
       this.badge = h("span", { class: "badge" });
       this.grid = h("div", { class: "widgets" });
       this.root = h("section", { class: "flow", "data-flow": name },
@@ -235,10 +317,11 @@
       let backlog = 0;
       for (const node of view.nodes) {
         backlog += node.backlog ? node.backlog.items : 0;
-        for (const [port, info] of Object.entries(node.outputs)) {
-          const widget = this.widget(node.id, port, info.kind);
-          widget.update(info.latest);
-        }
+        for (const [port, info] of Object.entries(node.outputs)) this.widget(node.id, port, info.kind);
+      }
+      // Values once every widget is there: a node's finished line must reach its live line.
+      for (const node of view.nodes) {
+        for (const [port, info] of Object.entries(node.outputs)) this.offer(node.id, port, info.latest, info);
       }
       this.badge.textContent = `${view.live ? "live" : "stored"} · backlog ${backlog}`;
     }
@@ -246,11 +329,62 @@
       const key = `${node}.${port}`;
       let widget = this.widgets.get(key);
       if (!widget) {
-        widget = new (WIDGETS[kind] || ValueWidget)(this.name, node, port, kind);
+        widget = new (widgetClass(port, kind))(this.name, node, port, kind);
         this.widgets.set(key, widget);
         this.grid.append(widget.root);
       }
       return widget;
+    }
+    // A port's value (from a poll or a `latest` event, with its emission's
+    // identity `ident`: {seq?, item?}) to its widget, if it has one.
+    offer(node, port, value, ident = {}) {
+      const widget = this.widgets.get(`${node}.${port}`);
+      if (!widget || value === null || value === undefined) return;
+      if (widget instanceof TextWidget || widget instanceof LiveTextWidget) {
+        this.text(node, widget, {
+          text: asText(value),
+          seq: Number.isInteger(ident.seq) ? `${this.run}/${ident.seq}` : undefined,
+          item: Number.isInteger(ident.item) ? ident.item : undefined,
+        });
+      } else {
+        widget.update(value, ident);
+      }
+    }
+    text(node, widget, entry) {
+      // A finished line of a node ends the hypothesis its live ports show.
+      if (widget.admit(entry) && widget instanceof TextWidget) {
+        for (const other of this.textWidgets(node)) if (other instanceof LiveTextWidget) other.ended(entry);
+      }
+    }
+    textWidgets(node) {
+      return [...this.widgets.values()].filter((w) => w.key.startsWith(`${node}.`)
+        && (w instanceof TextWidget || w instanceof LiveTextWidget));
+    }
+    // A transcript event to the widget of its port; false if it has none.
+    transcript(data) {
+      if (!this.applied) { // its widgets come with the first poll: keep it until then
+        this.early.push(data);
+        if (this.early.length > MAX_LINES) this.early.shift();
+        return true;
+      }
+      const widgets = this.textWidgets(data.node);
+      const port = text.transcriptPort(data, widgets.map((w) => ({
+        port: w.key.slice(data.node.length + 1), live: w instanceof LiveTextWidget })));
+      const widget = port === null ? null : this.widgets.get(`${data.node}.${port}`);
+      if (!widget) return false;
+      this.text(data.node, widget, {
+        text: data.text,
+        item: Number.isInteger(data.item) ? data.item : undefined,
+        start: typeof data.start === "number" ? data.start : undefined,
+      });
+      return true;
+    }
+    clock() {
+      for (const widget of this.widgets.values()) if (widget instanceof LiveTextWidget) widget.clock();
+    }
+    // Transcripts that came before this flow's widgets did, to their place now.
+    settle() {
+      for (const data of this.early.splice(0)) if (!this.transcript(data)) toPanel(data);
     }
     async poll() {
       // Widgets are made from a poll (events do not say a port's kind), so the first
@@ -260,7 +394,10 @@
       const view = await getJson(`/api/flows/${encodeURIComponent(this.name)}`);
       if (this.applied && this.lastEventAt > started) return; // an event overtook it: newer
       this.apply(view);
-      this.applied = true;
+      if (!this.applied) {
+        this.applied = true;
+        this.settle();
+      }
     }
   }
 
@@ -312,21 +449,55 @@
     while (strip.children.length > MAX_CHIPS) strip.lastElementChild.remove();
   }
 
+  // Transcripts no widget takes: finished lines listed, hypotheses on one live line.
+  const panel = {
+    lines: null,
+    live: text.LIVE_IDLE,
+    early: [], // events that came before the first flow listing: they may be a widget's
+    listed: false,
+  };
+
   function transcript(data) {
     if (typeof data.text !== "string" || !data.text) return;
-    const flow = flows.get(data.flow);
-    const widget = flow && data.node && [...flow.widgets.values()]
-      .find((w) => w.key.startsWith(`${data.node}.`) && w instanceof TextWidget);
-    if (widget) {
-      widget.line(data.text);
+    if (!panel.listed) {
+      panel.early.push(data);
+      if (panel.early.length > MAX_LINES) panel.early.shift();
       return;
     }
-    const panel = document.getElementById("transcripts");
-    panel.hidden = false;
-    const lines = panel.querySelector(".transcript-lines");
+    const flow = flows.get(data.flow);
+    if (flow && typeof data.node === "string" && flow.transcript(data)) return;
+    toPanel(data);
+  }
+
+  function toPanel(data) {
+    const root = document.getElementById("transcripts");
+    root.hidden = false;
+    panel.lines = panel.lines || new Lines(root.querySelector(".transcript-lines"), null);
     const who = [data.flow, data.node].filter(Boolean).join("/");
-    lines.append(h("li", { text: who ? `${who}: ${data.text}` : data.text }));
-    while (lines.children.length > MAX_LINES) lines.firstElementChild.remove();
+    const entry = { text: who ? `${who}: ${data.text}` : data.text,
+      item: Number.isInteger(data.item) ? data.item : undefined,
+      start: typeof data.start === "number" ? data.start : undefined };
+    if (data.final === false) {
+      panelLive({ type: "partial", entry });
+    } else {
+      panel.lines.add(entry.text);
+      panelLive({ type: "final", entry });
+    }
+  }
+
+  function panelLive(tick) {
+    const before = panel.live.line;
+    panel.live = text.live(panel.live, tick, Date.now());
+    if (panel.live.line === before) return;
+    const line = document.querySelector("#transcripts .live-line");
+    line.textContent = panel.live.line ? panel.live.line.text : "";
+    line.hidden = !panel.live.line;
+  }
+
+  function listed() {
+    if (panel.listed) return;
+    panel.listed = true;
+    for (const data of panel.early.splice(0)) transcript(data);
   }
 
   // -- wiring --------------------------------------------------------------------------
@@ -347,11 +518,14 @@
       const flow = flows.get(data.flow);
       if (!flow) { refreshFlows().catch(report); return; }
       flow.lastEventAt = Date.now();
-      const existing = flow.widgets.get(`${data.node}.${data.port}`);
-      if (existing) existing.update(data.value);
+      flow.offer(data.node, data.port, data.value, data);
     });
     on("transcript", transcript);
-    on("run_started", () => refreshFlows().catch(report));
+    on("run_started", (data) => {
+      const flow = flows.get(data.flow);
+      if (flow) flow.run += 1;
+      refreshFlows().catch(report);
+    });
     on("run_finished", () => pollAll());
     for (const type of Object.keys(STATUS_EVENTS)) on(type, (data) => chip(type, data));
   }
@@ -362,9 +536,10 @@
       audio.resume().catch(report);
     });
     connect();
-    refreshFlows().catch(report);
+    refreshFlows().then(listed, (err) => { listed(); report(err); });
     setInterval(() => pollAll(), POLL_MS);
     setInterval(() => refreshFlows().catch(report), FLOW_LIST_MS);
+    setInterval(() => { for (const flow of flows.values()) flow.clock(); }, CLOCK_MS);
   }
 
   start();
