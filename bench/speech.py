@@ -64,19 +64,25 @@ DECODER_MIB = {"grammar": 28, "lm": 92}  # measured RSS per decoder, for the mem
 # -- audio ----------------------------------------------------------------------------
 
 
+def speak(text: str, base: Path) -> bytes:
+    """``text`` spoken by espeak-ng (``-v en-us``) as 16 kHz mono s16 PCM; writes
+    ``base.raw.wav`` and ``base.wav`` on the way."""
+    raw, out = base.with_suffix(".raw.wav"), base.with_suffix(".wav")
+    subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(raw), text], check=True)
+    subprocess.run(
+        ["sox", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
+         str(out)], check=True,
+    )  # fmt: skip
+    with wave.open(str(out), "rb") as wav:
+        return wav.readframes(wav.getnframes())
+
+
 def make_audio(path: Path, seconds: float) -> Path:
     """Sentences (with 0.6 s silences) repeated to at least ``seconds``; a 16 kHz WAV."""
     pieces: list[bytes] = []
     silence = bytes(2 * round(0.6 * RATE))
     for index, text in enumerate(SENTENCES):
-        raw, out = path.with_suffix(f".{index}.raw.wav"), path.with_suffix(f".{index}.wav")
-        subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(raw), text], check=True)
-        subprocess.run(
-            ["sox", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
-             str(out)], check=True,
-        )  # fmt: skip
-        with wave.open(str(out), "rb") as wav:
-            pieces += [silence, wav.readframes(wav.getnframes())]
+        pieces += [silence, speak(text, path.with_suffix(f".{index}"))]
     once = b"".join(pieces) + silence
     pcm = once * max(1, int(seconds * RATE * 2 / len(once)) + 1)
     with wave.open(str(path), "wb") as wav:

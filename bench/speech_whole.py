@@ -187,13 +187,13 @@ def _per_recording(finals: list[Any], spans: list[tuple[float, float]]) -> list[
 
 
 def wer_report() -> Json:
-    from bench.speech import GRAMMAR, SENTENCES
+    from bench.speech import GRAMMAR, SENTENCES, speak
     from tests.speech_corpus import Recording, gap, load_corpus
 
     corpus = load_corpus()
     with tempfile.TemporaryDirectory() as tmp:
         espeak = [
-            Recording(text, _speak(Path(tmp), index, text), text)
+            Recording(text, speak(text, Path(tmp) / f"e{index}"), text)
             for index, text in enumerate(SENTENCES)
         ]
     # Synthetic speech between digital silences (as espeak-ng pads it), recordings
@@ -227,19 +227,6 @@ def wer_report() -> Json:
         print(f"  {name} whole files: {whole}", file=sys.stderr)
         rows.append(row)
     return {"rows": rows}
-
-
-def _speak(tmp: Path, index: int, text: str) -> bytes:
-    import subprocess
-
-    raw, out = tmp / f"e{index}.raw.wav", tmp / f"e{index}.wav"
-    subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(raw), text], check=True)
-    subprocess.run(
-        ["sox", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
-         str(out)], check=True,
-    )  # fmt: skip
-    with wave.open(str(out), "rb") as wav:
-        return wav.readframes(wav.getnframes())
 
 
 def wer_table(report: Json) -> str:
