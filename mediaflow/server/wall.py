@@ -15,13 +15,22 @@ from aiohttp import web
 
 from mediaflow.server import auth
 
+_JS = "text/javascript; charset=utf-8"
+# Only these names are served (no directory listing, no path from the request reaches
+# the file system). The scripts are the ones index.html loads, in its order.
 STATIC_FILES = {
     "index.html": "text/html; charset=utf-8",
-    "text.js": "text/javascript; charset=utf-8",
-    "wall.js": "text/javascript; charset=utf-8",
+    "dom.js": _JS,
+    "text.js": _JS,
+    "widget.js": _JS,
+    "media.js": _JS,
+    "text-widgets.js": _JS,
+    "status.js": _JS,
+    "flows.js": _JS,
+    "wall.js": _JS,
     "wall.css": "text/css; charset=utf-8",
 }
-# The wall loads its own script and style, media from this origin, and talks to the API.
+# The wall loads its own scripts and style, media from this origin, and talks to the API.
 WALL_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
     "media-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; "

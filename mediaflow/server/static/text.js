@@ -1,5 +1,6 @@
 // Decisions of the wall's text widgets, as pure functions (no DOM, time passed in),
-// loaded before wall.js as `window.MediaflowText`.
+// loaded before the wall's scripts that use it (text-widgets.js, status.js, flows.js)
+// as `window.MediaflowText`.
 //
 // A text value reaches the wall up to three ways: in a poll of /api/flows (the
 // port's latest value), in a `latest` event, and, for speech, in a `transcript`

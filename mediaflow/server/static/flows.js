@@ -1,0 +1,176 @@
+// The flows on the wall: one section per flow, one widget per output port, and
+// where each value that arrives goes.
+//
+// Values arrive two ways: `latest` events ({flow, node, port, value}) from the
+// event stream, and polls of GET /api/flows/{flow} for a flow that has had no
+// `latest` event for EVENTS_FRESH_MS (so the wall works with an engine that does
+// not publish them). Widgets are made from polls: events do not say a port's
+// kind. A transcript event goes to its port's widget if it has one (the port the
+// event names, else the only text port of its kind: text.js), else to the
+// transcripts panel.
+"use strict";
+
+(() => {
+  const { h, getJson, report } = window.MediaflowWall.dom;
+  const { ValueWidget } = window.MediaflowWall.widget;
+  const { ImageWidget, AudioWidget, VideoWidget } = window.MediaflowWall.media;
+  const { MAX_LINES, TextWidget, LiveTextWidget, asText, isTextWidget } = window.MediaflowWall.textWidgets;
+  const { toPanel } = window.MediaflowWall.status;
+  const text = window.MediaflowText;
+  const EVENTS_FRESH_MS = 2000; // a flow with a `latest` event this recent is not polled
+
+  const WIDGETS = { image: ImageWidget, audio: AudioWidget, video: VideoWidget, text: TextWidget };
+  const widgetClass = (port, kind) =>
+    (kind === "text" && text.isLivePort(port) ? LiveTextWidget : WIDGETS[kind] || ValueWidget);
+
+  const flows = new Map(); // name -> FlowView
+
+  class FlowView {
+    constructor(name) {
+      this.name = name;
+      this.widgets = new Map();
+      this.lastEventAt = 0;
+      this.applied = false;
+      this.run = 1; // bumped by each run_started: emission seqs start again
+      this.early = []; // transcript events that came before the first poll
+      this.badge = h("span", { class: "badge" });
+      this.grid = h("div", { class: "widgets" });
+      this.root = h("section", { class: "flow", "data-flow": name },
+        h("h2", {}, h("span", { text: name }), this.badge), this.grid);
+    }
+    apply(view) {
+      let backlog = 0;
+      for (const node of view.nodes) {
+        backlog += node.backlog ? node.backlog.items : 0;
+        for (const [port, info] of Object.entries(node.outputs)) this.widget(node.id, port, info.kind);
+      }
+      // Values once every widget is there: a node's finished line must reach its live line.
+      for (const node of view.nodes) {
+        for (const [port, info] of Object.entries(node.outputs)) this.offer(node.id, port, info.latest, info);
+      }
+      this.badge.textContent = `${view.live ? "live" : "stored"} · backlog ${backlog}`;
+    }
+    widget(node, port, kind) {
+      const key = `${node}.${port}`;
+      let widget = this.widgets.get(key);
+      if (!widget) {
+        widget = new (widgetClass(port, kind))(this.name, node, port, kind);
+        this.widgets.set(key, widget);
+        this.grid.append(widget.root);
+      }
+      return widget;
+    }
+    // A port's value (from a poll or a `latest` event, with its emission's
+    // identity `ident`: {seq?, item?}) to its widget, if it has one.
+    offer(node, port, value, ident = {}) {
+      const widget = this.widgets.get(`${node}.${port}`);
+      if (!widget || value === null || value === undefined) return;
+      if (isTextWidget(widget)) {
+        this.text(node, widget, {
+          text: asText(value),
+          seq: Number.isInteger(ident.seq) ? `${this.run}/${ident.seq}` : undefined,
+          item: Number.isInteger(ident.item) ? ident.item : undefined,
+        });
+      } else {
+        widget.update(value, ident);
+      }
+    }
+    text(node, widget, entry) {
+      // A finished line of a node ends the hypothesis its live ports show.
+      if (widget.admit(entry) && widget instanceof TextWidget) {
+        for (const other of this.textWidgets(node)) if (other instanceof LiveTextWidget) other.ended(entry);
+      }
+    }
+    textWidgets(node) {
+      return [...this.widgets.values()].filter((w) => w.key.startsWith(`${node}.`) && isTextWidget(w));
+    }
+    // A transcript event to the widget of its port; false if it has none.
+    transcript(data) {
+      if (!this.applied) { // its widgets come with the first poll: keep it until then
+        this.early.push(data);
+        if (this.early.length > MAX_LINES) this.early.shift();
+        return true;
+      }
+      const widgets = this.textWidgets(data.node);
+      const port = text.transcriptPort(data, widgets.map((w) => ({
+        port: w.key.slice(data.node.length + 1), live: w instanceof LiveTextWidget })));
+      const widget = port === null ? null : this.widgets.get(`${data.node}.${port}`);
+      if (!widget) return false;
+      this.text(data.node, widget, {
+        text: data.text,
+        item: Number.isInteger(data.item) ? data.item : undefined,
+        start: typeof data.start === "number" ? data.start : undefined,
+      });
+      return true;
+    }
+    clock() {
+      for (const widget of this.widgets.values()) if (widget instanceof LiveTextWidget) widget.clock();
+    }
+    // Transcripts that came before this flow's widgets did, to their place now.
+    settle() {
+      for (const data of this.early.splice(0)) if (!this.transcript(data)) toPanel(data);
+    }
+    async poll() {
+      // Widgets are made from a poll (events do not say a port's kind), so the first
+      // answer is always applied, however busy the event stream is.
+      const started = Date.now();
+      if (this.applied && started - this.lastEventAt < EVENTS_FRESH_MS) return;
+      const view = await getJson(`/api/flows/${encodeURIComponent(this.name)}`);
+      if (this.applied && this.lastEventAt > started) return; // an event overtook it: newer
+      this.apply(view);
+      if (!this.applied) {
+        this.applied = true;
+        this.settle();
+      }
+    }
+  }
+
+  async function refreshFlows() {
+    const listing = await getJson("/api/flows");
+    const main = document.getElementById("flows");
+    const empty = main.querySelector(".empty");
+    if (empty && listing.flows.length === 0) {
+      // Said only once the server answered: before that, the page is still loading.
+      empty.replaceChildren("No flows yet. Run one with ",
+        h("code", { text: "mediaflow run FLOW.toml --port N" }), ".");
+    }
+    for (const summary of listing.flows) {
+      if (!flows.has(summary.name)) {
+        const view = new FlowView(summary.name);
+        flows.set(summary.name, view);
+        main.querySelector(".empty")?.remove();
+        main.append(view.root);
+        await view.poll().catch(report);
+      }
+    }
+  }
+
+  async function pollAll() {
+    await Promise.all([...flows.values()].map((flow) => flow.poll().catch(report)));
+  }
+
+  // Transcripts that came before the first flow listing: they may be a widget's.
+  const early = [];
+  let listedOnce = false;
+
+  function transcript(data) {
+    if (typeof data.text !== "string" || !data.text) return;
+    if (!listedOnce) {
+      early.push(data);
+      if (early.length > MAX_LINES) early.shift();
+      return;
+    }
+    const flow = flows.get(data.flow);
+    if (flow && typeof data.node === "string" && flow.transcript(data)) return;
+    toPanel(data);
+  }
+
+  // The first flow listing came (or failed): transcripts kept till now go to their place.
+  function listed() {
+    if (listedOnce) return;
+    listedOnce = true;
+    for (const data of early.splice(0)) transcript(data);
+  }
+
+  window.MediaflowWall.flows = Object.freeze({ flows, refreshFlows, pollAll, transcript, listed });
+})();
