@@ -34,6 +34,7 @@ from typing import Any
 
 from bench._common import Json, run_child
 from bench.wer import wer
+from devices.audio_chunks import pcm_wav
 
 RATE = 16000
 VARIANTS = {
@@ -49,18 +50,6 @@ def _search(grammar: str | None) -> Any:
     return SphinxSearch(grammar=grammar) if grammar is not None else SphinxSearch()
 
 
-def _wav(pcm: bytes) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(RATE)
-        out.writeframes(pcm)
-    return buffer.getvalue()
-
-
 def decode_stream(
     pcm: bytes, grammar: str | None, chunk_ms: int, **options: Any
 ) -> tuple[list[Any], float, float]:
@@ -71,7 +60,7 @@ def decode_stream(
     recognizer = PocketSphinxRecognizer(_search(grammar), **options)
     stream = SpeechStream(recognizer, partials=bool(options.get("partials", True)))
     step = RATE * chunk_ms // 1000 * 2
-    chunks = [_wav(pcm[at : at + step]) for at in range(0, len(pcm), step)]
+    chunks = [pcm_wav(pcm[at : at + step], RATE) for at in range(0, len(pcm), step)]
     finals: list[Any] = []
     longest = 0.0
     cpu = time.thread_time()

@@ -62,12 +62,18 @@ class AudioChunk:
 
 def encode_wav(chunk: AudioChunk) -> bytes:
     """A complete 16-bit PCM WAV file holding ``chunk``. Pure; never blocks."""
+    pcm = np.ascontiguousarray(chunk.pcm, dtype="<i2").tobytes()
+    return pcm_wav(pcm, chunk.rate, chunk.channels)
+
+
+def pcm_wav(pcm: bytes, rate: int, channels: int = 1) -> bytes:
+    """A complete WAV file of ``pcm`` (interleaved s16 little-endian). Pure."""
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
-        out.setnchannels(chunk.channels)
+        out.setnchannels(channels)
         out.setsampwidth(2)
-        out.setframerate(chunk.rate)
-        out.writeframes(np.ascontiguousarray(chunk.pcm, dtype="<i2").tobytes())
+        out.setframerate(rate)
+        out.writeframes(pcm)
     return buffer.getvalue()
 
 

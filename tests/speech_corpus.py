@@ -93,7 +93,7 @@ def corpus_root(version: str | None = None) -> Path:
                 raise CorpusUnavailable(f"{sdists[0].name} has no {prefix}")
             for member in members:
                 member.name = member.name[len(prefix) :]
-            _extract_files(sdist, [m for m in members if m.name], extracted)
+            _extract_files(sdist, [m for m in members if m.name], extracted, sdists[0].name)
         if target.exists():  # a concurrent run got there first
             shutil.rmtree(extracted)
         else:
@@ -101,7 +101,9 @@ def corpus_root(version: str | None = None) -> Path:
     return target
 
 
-def _extract_files(sdist: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path) -> None:
+def _extract_files(
+    sdist: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path, label: str
+) -> None:
     """Write the regular files among ``members`` under ``into``; links, devices and
     names that would leave ``into`` are refused. By hand rather than with
     ``extractall(filter="data")``: that filter arrived in Python 3.11.4, and Debian
@@ -112,10 +114,10 @@ def _extract_files(sdist: tarfile.TarFile, members: list[tarfile.TarInfo], into:
             continue
         path = (root / member.name).resolve()
         if not member.isfile() or not path.is_relative_to(root):
-            raise CorpusUnavailable(f"refusing {member.name!r} in {sdist.name}")
+            raise CorpusUnavailable(f"refusing {member.name!r} in {label}")
         source = sdist.extractfile(member)
         if source is None:
-            raise CorpusUnavailable(f"cannot read {member.name!r} in {sdist.name}")
+            raise CorpusUnavailable(f"cannot read {member.name!r} in {label}")
         path.parent.mkdir(parents=True, exist_ok=True)
         with source, path.open("wb") as out:
             shutil.copyfileobj(source, out)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import io
 import itertools
 import wave
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from bench.wer import wer, word_errors
+from devices.audio_chunks import pcm_wav
 from mediaflow.nodes.recognizer import PocketSphinxRecognizer, Result, SphinxSearch, sphinx_config
 from mediaflow.nodes.speech import SpeechNode, SpeechStream, Transcript
 from mediaflow.nodes.whole_utterance import UtteranceAudio
@@ -65,22 +65,8 @@ def assert_finals_are_whole_decodes(
 
 
 def write_wav(path: Path, pcm: bytes) -> Path:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(RATE)
-        out.writeframes(pcm)
+    path.write_bytes(pcm_wav(pcm, RATE))
     return path
-
-
-def wav_bytes(pcm: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(RATE)
-        out.writeframes(pcm)
-    return buffer.getvalue()
 
 
 def stream_finals(
@@ -92,7 +78,7 @@ def stream_finals(
     step = RATE * chunk_ms // 1000 * 2
     out: list[Transcript] = []
     for at in range(0, len(pcm), step):
-        out += stream.push(wav_bytes(pcm[at : at + step]), at / 2 / RATE)
+        out += stream.push(pcm_wav(pcm[at : at + step], RATE), at / 2 / RATE)
     return out + stream.flush()
 
 

@@ -33,12 +33,10 @@ from typing import Any, Final, Protocol, runtime_checkable
 from mediaflow.flows.registry import TargetImportError, import_target
 from mediaflow.nodes.whole_utterance import (
     DEFAULT_MAX_UTTERANCE_S,
+    SAMPLE_RATE,
     UtteranceAudio,
     WholeUtteranceDecoder,
 )
-
-SAMPLE_RATE: Final = 16000
-"""What every recogniser hears: 16 kHz, mono, signed 16-bit little-endian PCM."""
 
 VAD_MODES: Final[Mapping[str, int]] = {
     "loose": 0,

@@ -25,7 +25,7 @@ from typing import Final
 import av
 import numpy as np
 
-from mediaflow.nodes.recognizer import SAMPLE_RATE
+from mediaflow.nodes.whole_utterance import SAMPLE_RATE
 
 WAV_MEDIA_TYPES: Final = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"})
 # FFmpeg's layout for each channel count a WAV chunk may have.

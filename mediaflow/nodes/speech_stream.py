@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mediaflow.nodes.recognizer import SAMPLE_RATE, Recognizer, Result
+from mediaflow.nodes.recognizer import Recognizer, Result
 from mediaflow.nodes.speech_audio import (
     Continuity,
     MonoResampler,
@@ -19,6 +19,7 @@ from mediaflow.nodes.speech_audio import (
     continuity,
     read_wav,
 )
+from mediaflow.nodes.whole_utterance import SAMPLE_RATE
 
 MAX_HOLE_FILL_S: Final = 1.0
 """Silence put in a hole, at most: enough for the endpointer to end an utterance."""

@@ -29,6 +29,7 @@ import warnings
 from typing import Any, Final
 
 SAMPLE_RATE: Final = 16000
+"""What every recogniser hears: 16 kHz, mono, signed 16-bit little-endian PCM."""
 BYTES_PER_SECOND: Final = 2 * SAMPLE_RATE
 
 DEFAULT_MAX_UTTERANCE_S: Final = 30.0
