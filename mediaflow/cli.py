@@ -15,12 +15,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mediaflow import cli_demo, cli_devices, cli_serve, eventloop
+from mediaflow import cli_demo, cli_devices, cli_gc, cli_serve, eventloop
 from mediaflow.cli_args import seconds
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
 from mediaflow.flows import FlowError, load_flow
+from mediaflow.gc import GcSettings
 from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
 
 log = logging.getLogger("mediaflow.cli")
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_serve.add_parser(sub, parents=[common])
     cli_devices.add_parser(sub, parents=[common])
     cli_demo.add_parser(sub, parents=[common])
+    cli_gc.add_parser(sub, parents=[common])
     return parser
 
 
@@ -122,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_devices.run(args)
         if args.command == cli_demo.COMMAND:
             return cli_demo.run(args)
+        if args.command == cli_gc.COMMAND:
+            return cli_gc.run(args)
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command!r}")
@@ -135,6 +139,7 @@ async def _run(args: argparse.Namespace) -> int:
         queue_path(queue_url, data_dir)  # refuse an unsupported setting before starting
         spec = load_flow(args.flow)
         settings = EngineSettings.from_env()
+        gc_settings = GcSettings.from_env()
     except (FlowError, ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
@@ -162,11 +167,21 @@ async def _run(args: argparse.Namespace) -> int:
         log.debug("setup failed", exc_info=True)
         print(f"mediaflow: cannot start flow {spec.name!r}: {exc}", file=sys.stderr)
         return 1
+    try:
+        sweeping = cli_gc.start_periodic(data_dir, queue_url, bus, gc_settings)
+    except QueueError as exc:
+        await session.stop("error")
+        print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)
+        return 1
     served = None
     if args.port is not None:
         try:
-            served = await cli_serve.serve_session(session, args.host, args.port)
+            served = await cli_serve.serve_session(
+                session, args.host, args.port, gc_settings=gc_settings
+            )
         except (ConfigError, OSError) as exc:
+            if sweeping is not None:
+                await sweeping.stop()
             await session.stop("error")
             print(f"mediaflow: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
             return 1
@@ -189,6 +204,8 @@ async def _run(args: argparse.Namespace) -> int:
     signalled.cancel()
     if served is not None:
         await served.close()
+    if sweeping is not None:
+        await sweeping.stop()
     outcome = await session.stop(reason)
     logger.cancel()
     _summarise(outcome)

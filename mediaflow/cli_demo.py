@@ -6,8 +6,9 @@ install runs it from any directory. It runs a synthetic camera, a microphone
 replaying spoken commands, the ``speech`` node and the ``recorder``: a new user
 sees frames, hears chunks, reads transcripts and plays a clip within seconds,
 with no hardware. It is run exactly as ``mediaflow run DEMO/demo.toml --port
-8765`` would be. ``mediaflow demo --copy DIR`` writes those files out to edit
-and run with ``mediaflow run``.
+8765`` would be, periodic sweeps included (``ARTIFACT_MAX_BYTES=50MB`` holds a
+demo left running to 50 MB). ``mediaflow demo --copy DIR`` writes those files
+out to edit and run with ``mediaflow run``.
 
 Wire it into the main parser with :func:`add_parser` and dispatch to :func:`run`.
 """

@@ -6,7 +6,8 @@ dispatched to :func:`run`) and :func:`add_server_options` (``run``'s flags);
 variables mirror the flags: ``MEDIAFLOW_HOST``, ``MEDIAFLOW_PORT``,
 ``MEDIAFLOW_QUEUE``, plus the server's own (``MEDIAFLOW_TOKEN``,
 ``MEDIAFLOW_LOCK_READS``, ``MEDIAFLOW_CORS_ORIGINS``, ``MEDIAFLOW_MAX_UPLOAD``,
-``MEDIAFLOW_SENDFILE``).
+``MEDIAFLOW_SENDFILE``), and the periodic sweep's (``ARTIFACT_GC_INTERVAL_S``,
+``ARTIFACT_MAX_BYTES`` ...: see :mod:`mediaflow.gc`).
 
 Exit codes: 0 stopped by a signal, 1 cannot listen or open a backend, 2 a bad setting.
 """
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from mediaflow.engine.session import FlowSession
+    from mediaflow.gc import GcSettings
     from mediaflow.server import AppState, ServerSettings
 
 log = logging.getLogger("mediaflow.cli")
@@ -126,19 +128,24 @@ def _announce(url: str, settings: ServerSettings) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from mediaflow import cli_gc
+    from mediaflow.gc import GcSettings
     from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
 
     data_dir = args.data or default_data_dir()
     try:
         settings = ServerSettings.from_env()
+        gc_settings = GcSettings.from_env()
         from_flag = args.queue != os.environ.get("MEDIAFLOW_QUEUE")
         queue_path(args.queue, data_dir, name="--queue" if from_flag else "MEDIAFLOW_QUEUE")
     except (ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
     try:
-        state = AppState.for_serve(data_dir, settings=settings, queue_url=args.queue)
+        state = AppState.for_serve(
+            data_dir, settings=settings, queue_url=args.queue, gc_settings=gc_settings
+        )
     except (QueueError, OSError) as exc:
         print(f"mediaflow: cannot open {data_dir}: {exc}", file=sys.stderr)
         return 1
@@ -147,6 +154,13 @@ async def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         await state.close()
         print(f"mediaflow: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        sweeping = cli_gc.start_periodic(data_dir, args.queue, state.bus, gc_settings)
+    except QueueError as exc:
+        await runner.cleanup()
+        await state.close()
+        print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)
         return 1
     _warn_if_exposed(args.host, settings)
     _announce(f"http://{_url_host(args.host)}:{bound_port(runner)}", settings)
@@ -157,6 +171,8 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         await stop.wait()
     finally:
+        if sweeping is not None:
+            await sweeping.stop()
         await runner.cleanup()
         await state.close()
     return 0
@@ -180,17 +196,23 @@ class ServedSession:
 
 
 async def serve_session(
-    session: FlowSession, host: str, port: int, *, settings: ServerSettings | None = None
+    session: FlowSession,
+    host: str,
+    port: int,
+    *,
+    settings: ServerSettings | None = None,
+    gc_settings: GcSettings | None = None,
 ) -> ServedSession:
     """Serve the wall and API for a *started* session (``mediaflow run --port N``).
 
-    Raises :class:`~mediaflow.config.ConfigError` for bad server settings and
-    ``OSError`` if the address is taken.
+    ``gc_settings`` tells ``/metrics`` the disk cap (the sweep itself runs next to
+    the session, not here). Raises :class:`~mediaflow.config.ConfigError` for bad
+    server settings and ``OSError`` if the address is taken.
     """
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
 
     settings = settings or ServerSettings.from_env()
-    state = AppState.for_session(session, settings=settings)
+    state = AppState.for_session(session, settings=settings, gc_settings=gc_settings)
     try:
         runner = await start_server(state, host, port)
     except BaseException:

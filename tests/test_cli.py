@@ -172,8 +172,9 @@ def test_an_item_that_keeps_killing_the_process_is_dead_lettered(tmp_path: Path)
         ["run", "samples/levels.toml", "--until-idle"],
         ["serve", "--port", "0"],
         ["demo", "--for", "1", "--port", "0"],
+        ["gc"],
     ],
-    ids=["run", "serve", "demo"],
+    ids=["run", "serve", "demo", "gc"],
 )
 @pytest.mark.parametrize("setting", ["redis://127.0.0.1:1/0", "postgres://db/q"])
 def test_an_unsupported_queue_setting_exits_2_naming_it(

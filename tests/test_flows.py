@@ -89,7 +89,11 @@ BAD_FLOWS: list[tuple[str, str | None, str]] = [
     ("none_wired.toml", "mix", "node 'mix': none of its inputs (a, b) is wired"),
     ("no_nodes.toml", None, "the flow has no nodes"),
     ("unknown_top_key.toml", None, "unknown top-level key 'version'"),
-    ("unknown_flow_key.toml", None, "[flow]: unknown key 'nmae' (expected: name)"),
+    (
+        "unknown_flow_key.toml",
+        None,
+        "[flow]: unknown key 'nmae' (expected: name, retention_days)",
+    ),
     ("bad_flow_name.toml", None, "[flow]: name must be a non-empty string"),
     ("single_node_table.toml", None, "[node]: nodes are an array of tables; write [[node]]"),
     (
@@ -272,6 +276,64 @@ def test_module_next_to_the_flow_file_is_importable(tmp_path: Path) -> None:
     assert spec.nodes["beep"].node_class.__name__ == "Beep"
     assert dict(spec.nodes["beep"].output_kinds) == {"tone": "audio"}
     assert sys.path == before  # the directory was on sys.path only while importing
+
+
+RETENTION_FLOW = """\
+[flow]
+name = "kept"
+{line}
+
+[[node]]
+id = "tick"
+use = "nodes_here:Ticker"
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "days"),
+    [("", None), ("retention_days = 7", 7.0), ("retention_days = 0.5", 0.5)],
+)
+def test_retention_days_of_kept_recordings(
+    tmp_path: Path, nodes_here: ModuleType, line: str, days: float | None
+) -> None:
+    flow = tmp_path / "kept.toml"
+    flow.write_text(RETENTION_FLOW.format(line=line))
+    spec = load_flow(flow)
+    assert spec.retention_days == days
+    built = FlowBuilder("kept", retention_days=days).add("tick", nodes_here.Ticker).build()
+    assert built.retention_days == days
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("0", "0"),
+        ("-3", "-3"),
+        ('"7"', "'7'"),
+        ("true", "True"),
+        ("inf", "inf"),
+        ("nan", "nan"),
+        ("[7]", "[7]"),
+    ],
+)
+def test_retention_days_must_be_a_positive_number(
+    tmp_path: Path, nodes_here: ModuleType, value: str, shown: str
+) -> None:
+    flow = tmp_path / "kept.toml"
+    flow.write_text(RETENTION_FLOW.format(line=f"retention_days = {value}"))
+    with pytest.raises(FlowError) as caught:
+        load_flow(flow)
+    assert str(caught.value) == (
+        f"{flow}: [flow]: retention_days must be a positive number of days "
+        f"(how long kept recordings stay), got {shown}"
+    )
+    assert caught.value.node is None
+
+
+def test_builder_refuses_a_bad_retention_like_a_file(nodes_here: ModuleType) -> None:
+    builder = FlowBuilder("kept", retention_days=-1).add("tick", nodes_here.Ticker)
+    with pytest.raises(FlowError, match=r"^flow 'kept': retention_days must be a positive"):
+        builder.build()
 
 
 def _comparable(spec: FlowSpec) -> tuple[Any, ...]:

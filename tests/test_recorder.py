@@ -107,6 +107,48 @@ async def test_video_only_clips_have_no_audio_track(tmp_path: Path) -> None:
         assert probe(clip.data)["audio_codec"] is None
 
 
+async def test_segments_are_held_until_their_clip_is_muxed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder acks each segment as it arrives but reads it at mux time: it
+    holds every segment while its clip waits and lets go once the clip is kept."""
+    from mediaflow.store import ArtifactStore
+
+    calls: list[tuple[str, str]] = []  # ("hold" | "recording" | "unkeep", digest)
+    held_when_kept: list[bool] = []
+    real_keep, real_unkeep = ArtifactStore.keep, ArtifactStore.unkeep
+
+    def keep(self: ArtifactStore, run_id: str, digest: str, **options: Any) -> bool:
+        added = real_keep(self, run_id, digest, **options)
+        kind = options.get("kind", "recording")
+        if kind == "recording":  # a clip: every segment waiting is still held
+            waiting = {d for c, d in calls if c == "hold"} - {d for c, d in calls if c == "unkeep"}
+            held_when_kept.append(bool(waiting) and all(self.is_kept(d) for d in waiting))
+        calls.append((kind, digest))
+        return added
+
+    def unkeep(self: ArtifactStore, run_id: str, digest: str) -> bool:
+        calls.append(("unkeep", digest))
+        return real_unkeep(self, run_id, digest)
+
+    monkeypatch.setattr(ArtifactStore, "keep", keep)
+    monkeypatch.setattr(ArtifactStore, "unkeep", unkeep)
+    result = await run_flow(recording_flow("recholds", audio=False), tmp_path, timeout=45)
+
+    clips = result.port("video")
+    assert len(clips) == 2 and held_when_kept == [True, True]
+    held = [d for c, d in calls if c == "hold"]
+    assert len(held) == len(set(held)) == 4  # 8 s of 2 s segments, each held once
+    for clip in clips:
+        at = calls.index(("recording", clip.ref.digest))
+        segments = clip.ref.meta["segments"]
+        let_go = calls[at + 1 : at + 1 + segments]
+        assert all(c == "unkeep" for c, _ in let_go)
+        assert all(calls.index(("hold", d)) < at for _, d in let_go)
+    assert sorted(d for c, d in calls if c == "unkeep") == sorted(held)
+    assert store_kept(result.session) == {c.ref.digest for c in clips}
+
+
 CRASH_FLOW = """\
 [flow]
 name = "crash"

@@ -111,7 +111,7 @@ async def test_meta_belongs_to_the_reference_not_the_store(store: ArtifactStore)
     assert first.digest == second.digest
     with sqlite3.connect(store.db_path) as db:
         columns = [row[1] for row in db.execute("PRAGMA table_info(artifacts)")]
-    assert columns == ["digest", "size", "media_type", "created_at"]
+    assert columns == ["digest", "size", "media_type", "created_at", "saved_at"]
 
 
 async def test_empty_artifact(store: ArtifactStore) -> None:

@@ -1,23 +1,36 @@
-"""The :class:`~mediaflow.engine.node.Context` a node's ``run`` receives."""
+"""The :class:`~mediaflow.engine.node.Context` a node's ``run`` receives.
+
+A context also tracks, for garbage collection, the references its run saved
+and has not yet made durable (see :mod:`mediaflow.engine.pins`): a save pins
+the digest; emitting it hands the pin to the group commit that carries it;
+``keep`` or ``hold`` releases it; the end of the run releases the rest.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mediaflow.engine.node import ItemInfo
+from mediaflow.engine.pins import Held
 from mediaflow.media import MediaRef, decode_value
 
 if TYPE_CHECKING:
     from mediaflow.engine.runner import FlowRunner
 
+HOLD_S: Final = 86400.0
+"""How long a hold outlives a crash of its holder: ``ctx.hold`` keeps expire
+after this, in case the node never got to ``unhold``."""
+DAY_S: Final = 86400.0
+
 
 class RunContext:
     """Context for one node run (or a source's whole life). Cheap to create."""
 
-    __slots__ = ("_cause", "_runner", "flow", "inputs", "item", "log", "node")
+    __slots__ = ("_cause", "_held", "_runner", "flow", "inputs", "item", "log", "node")
 
     @property
     def flow_dir(self) -> Path:
@@ -43,13 +56,16 @@ class RunContext:
         is_source = runner.spec.nodes[node].is_source
         self._cause = None if item is None or is_source else item.seq
         self.log = logging.getLogger(f"mediaflow.node.{node}")
+        # Digests this run saved and has not made durable; made by the first save,
+        # so a run that saves nothing costs nothing.
+        self._held: Held | None = None
 
     @property
     def redelivery(self) -> bool:
         return self.item is not None and self.item.deliveries > 1
 
     async def emit(self, port: str, value: Any) -> None:
-        await self._runner.emit(self.node, port, value, item=self._cause)
+        await self._runner.emit(self.node, port, value, item=self._cause, held=self._held)
 
     async def flush(self) -> None:
         await self._runner.flush()
@@ -60,17 +76,63 @@ class RunContext:
         media_type: str,
         meta: Mapping[str, Any] | None = None,
     ) -> MediaRef:
-        return await self._runner.store.save(data, media_type, meta)
+        pins = self._runner.pins
+        started = time.time()  # before the store records saved_at (see engine.pins)
+        token = pins.saving(started)
+        try:
+            ref = await self._runner.store.save(data, media_type, meta)
+        finally:
+            pins.saved(token)
+        if self._held is None:
+            self._held = {}
+        pins.take(self._held, ref.digest, started, time.time())  # no await since saved()
+        return ref
 
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
         return await self._runner.store.read(ref)
 
     def keep(self, ref: MediaRef | str) -> None:
-        """Record ``ref`` as kept by this run (a ``run_artifact`` row): garbage
-        collection will not take it. Blocking SQLite write, small."""
+        """Record ``ref`` as a recording kept by this run (a ``run_artifact`` row of
+        kind ``"recording"``): garbage collection leaves it for the flow's
+        ``retention_days`` (forever without), but a disk cap may evict it, oldest
+        first. Blocking SQLite write, small. Raises
+        :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        runner = self._runner
+        if runner.run_id is not None:
+            days = runner.spec.retention_days
+            expires_at = None if days is None else runner.store.clock() + days * DAY_S
+            runner.store.keep(runner.run_id, digest, expires_at=expires_at, kind="recording")
+        if self._held:
+            runner.pins.release(self._held, digest)
+
+    def hold(self, ref: MediaRef | str) -> None:
+        """Record that this node keeps using ``ref`` after the item that delivered
+        it is acked (a ``run_artifact`` row of kind ``"hold"``): garbage
+        collection and the disk cap leave it until :meth:`unhold`, or for
+        :data:`HOLD_S` should the node never get there (a crash). Blocking
+        SQLite write, small; call it before the item's run ends. Raises
+        :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        runner = self._runner
+        if runner.run_id is not None:
+            expires_at = runner.store.clock() + HOLD_S
+            runner.store.keep(runner.run_id, digest, expires_at=expires_at, kind="hold")
+        if self._held:
+            runner.pins.release(self._held, digest)
+
+    def unhold(self, ref: MediaRef | str) -> None:
+        """Drop this run's hold (or keep) of ``ref``: the node is done with it.
+        Blocking SQLite write, small; unknown references are ignored."""
         digest = ref.digest if isinstance(ref, MediaRef) else ref
         if self._runner.run_id is not None:
-            self._runner.store.keep(self._runner.run_id, digest)
+            self._runner.store.unkeep(self._runner.run_id, digest)
+
+    def release_pins(self) -> None:
+        """The run is over: the references it saved and did not make durable
+        were dropped (see :mod:`mediaflow.engine.pins`). Called by the engine."""
+        if self._held:
+            self._runner.pins.release_all(self._held)
 
     def artifact_path(self, ref: MediaRef | str) -> Path:
         digest = ref.digest if isinstance(ref, MediaRef) else ref

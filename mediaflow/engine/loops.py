@@ -143,7 +143,10 @@ class BackgroundLoops:
         if ids:
             await runner.queue.touch(runner.consumer, ids)
         if runner.state_store is not None and runner.run_id is not None:
-            await asyncio.to_thread(runner.state_store.heartbeat, runner.run_id)
+            # The horizon is taken now, on the loop: every save finishing later
+            # records a later saved_at (see engine.pins).
+            horizon = runner.horizon()
+            await asyncio.to_thread(runner.state_store.heartbeat, runner.run_id, horizon)
 
     async def reclaim_once(self) -> None:
         runner = self.runner

@@ -72,7 +72,13 @@ class Context(Protocol):
         media_type: str,
         meta: Mapping[str, Any] | None = None,
     ) -> MediaRef:
-        """Store bytes (or a file, streamed, or chunks) and return the reference."""
+        """Store bytes (or a file, streamed, or chunks) and return the reference.
+
+        Until this run emits the reference (and the commit carrying it lands),
+        keeps or holds it, or ends, garbage collection spares every artifact
+        saved since this save began; after that the reference must be in a
+        message, a keep or a hold to survive.
+        """
         ...
 
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
@@ -80,7 +86,27 @@ class Context(Protocol):
         ...
 
     def keep(self, ref: MediaRef | str) -> None:
-        """Record ``ref`` as kept by this run, so garbage collection will not take it."""
+        """Keep ``ref`` as a recording of this run (a clip, a snapshot): garbage
+        collection spares it for the flow's ``retention_days`` (``[flow]``
+        table; forever without one), though a disk cap (``ARTIFACT_MAX_BYTES``)
+        evicts the oldest recordings first. A small blocking SQLite write."""
+        ...
+
+    def hold(self, ref: MediaRef | str) -> None:
+        """Hold ``ref`` while this node keeps using it after acking the item that
+        delivered it (a recorder's segments until their clip is muxed): neither
+        garbage collection nor the disk cap takes it until :meth:`unhold`, or a
+        day should the node never get there. Call it during the run of that
+        item. A small blocking SQLite write.
+
+        Without it, a reference a node holds in memory is safe only while the
+        item that carried it is unacked: once the run ends, the queue no longer
+        names it, and it goes once nothing else does.
+        """
+        ...
+
+    def unhold(self, ref: MediaRef | str) -> None:
+        """Drop this run's hold of ``ref`` (see :meth:`hold`). A small blocking SQLite write."""
         ...
 
     def artifact_path(self, ref: MediaRef | str) -> Path:

@@ -10,7 +10,10 @@ decides comes from :func:`~mediaflow.engine.reduce.reduce`; this module only
 * journals emissions (:meth:`FlowRunner.emit`) by group commit
   (:meth:`FlowRunner.flush`), and
 * keeps background loops (:mod:`.loops`): commit, claim, touch leases,
-  reclaim stale work, sample the backlog, flush latest values.
+  reclaim stale work, sample the backlog, flush latest values, and
+* tracks the references its nodes saved and have not yet made durable
+  (:mod:`.pins`): :meth:`FlowRunner.horizon`, which the heartbeat records for
+  garbage collection.
 
 Emissions go to the queue first and to a node second. One transaction per
 event-loop turn carries the turn's emissions, the acks of finished items and
@@ -25,6 +28,7 @@ Every hand-off in memory is bounded, each with its policy:
 * the outbox of the next group commit: :data:`OUTBOX_LIMIT` emissions; an
   emitter that fills it waits for the commit (*block the producer*);
 * pending acks: at most the items held, committed with the next group;
+* GC pins: one per reference a running node saved and has not published;
 * event subscribers: a ring per reader (*drop oldest*, counted);
 * ``latest`` events: :class:`~.events.LatestThrottle` (*keep newest*);
 * latency samples: :class:`~.stats.LatencyWindow` (*keep newest*).
@@ -52,6 +56,7 @@ from mediaflow.engine.context import RunContext
 from mediaflow.engine.events import EventBus, LatestThrottle
 from mediaflow.engine.loops import BackgroundLoops
 from mediaflow.engine.node import ItemInfo, Node
+from mediaflow.engine.pins import Held, Pin, Pins
 from mediaflow.engine.reduce import (
     EngineState,
     Limits,
@@ -69,7 +74,7 @@ from mediaflow.engine.ticks import (
     TimerTick,
 )
 from mediaflow.flows import FlowSpec
-from mediaflow.media import check_port_value, decode_value, encode_value
+from mediaflow.media import MediaRef, check_port_value, decode_value, encode_value
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem, WorkQueue
 from mediaflow.store import ArtifactStore
 
@@ -151,6 +156,9 @@ class FlowRunner:
         # Emissions waiting for the next group commit (bounded by OUTBOX_LIMIT).
         self.outbox: list[tuple[StreamKey, dict[str, Any]]] = []
         self.outbox_latest: dict[tuple[str, str, str], Any] = {}
+        # Pins of the references the outbox carries: given back once it has landed.
+        self.outbox_pins: list[Pin] = []
+        self.pins = Pins()
         self.outbox_ready = asyncio.Event()  # anything to commit
         self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
         self._flush_lock = asyncio.Lock()
@@ -250,10 +258,14 @@ class FlowRunner:
                 # delivered once more (MAX_DELIVERIES counts attempts, not
                 # acks lost with the process).
                 await self.flush()
-            outputs = await node.run(RunContext(self, node_id, inputs, info))
-            if outputs:
-                for port, value in outputs.items():
-                    await self.emit(node_id, port, value, item=None if is_source else item.seq)
+            ctx = RunContext(self, node_id, inputs, info)
+            try:
+                outputs = await node.run(ctx)
+                if outputs:
+                    for port, value in outputs.items():
+                        await ctx.emit(port, value)
+            finally:
+                ctx.release_pins()  # what the node saved and did not publish, it dropped
         except asyncio.CancelledError:
             if not (is_source and self.stopping):
                 error = "cancelled while stopping"
@@ -279,7 +291,15 @@ class FlowRunner:
 
     # -- emissions --------------------------------------------------------------
 
-    async def emit(self, node_id: str, port: str, value: Any, *, item: int | None = None) -> None:
+    async def emit(
+        self,
+        node_id: str,
+        port: str,
+        value: Any,
+        *,
+        item: int | None = None,
+        held: Held | None = None,
+    ) -> None:
         """Journal ``value`` emitted by ``node_id`` on ``port`` for every reader.
 
         ``item`` is the ``seq`` of the input item the node was running (None for a
@@ -294,13 +314,20 @@ class FlowRunner:
         ``flush`` waits for the commit itself. Raises ``KeyError`` for an
         unknown port and :class:`~mediaflow.media.PortKindError` for a value of
         the wrong kind, before anything is journaled.
+
+        A reference always rides in the group commit, on a port nobody reads
+        too (as the port's latest value): a node forwarding a reference then
+        never leaves it only in memory once its input is acked. ``held`` are
+        the GC pins of the emitting run (:mod:`.pins`); the pin of an emitted
+        reference passes to the commit that carries it.
         """
         kinds = self.spec.nodes[node_id].output_kinds
         if port not in kinds:
             raise KeyError(
                 f"node {node_id!r} has no output port {port!r} (it has: {', '.join(kinds)})"
             )
-        encoded = encode_value(check_port_value(node_id, port, kinds[port], value))
+        value = check_port_value(node_id, port, kinds[port], value)
+        encoded = encode_value(value)
         key = (node_id, port)
         seq = self._emissions[key] = self._emissions.get(key, 0) + 1
         ident = {"seq": seq} if item is None else {"seq": seq, "item": item}
@@ -309,10 +336,20 @@ class FlowRunner:
         self.latest_events.offer(node_id, port, encoded, ident)
         if self.jsonl is not None:
             self.loops.write_jsonl(node_id, port, encoded)
+        if held and isinstance(value, MediaRef):
+            pin = held.pop(value.digest, None)
+            if pin is not None:
+                self.outbox_pins.append(pin)
         route = self.routes.get(key)
         if not route:
-            # Nobody reads it: only the state keeps it, flushed in batches.
-            self.dirty_latest[key] = encoded
+            if isinstance(value, MediaRef):
+                # A reference nobody reads: the state keeps it, committed with
+                # the acks of this turn (the lazy flush could land after them).
+                self.outbox_latest[(self.spec.name, node_id, port)] = encoded
+                self.outbox_ready.set()
+            else:
+                # Nobody reads it: only the state keeps it, flushed in batches.
+                self.dirty_latest[key] = encoded
         else:
             now = time.time()
             source = f"{node_id}.{port}"
@@ -346,13 +383,17 @@ class FlowRunner:
             batch, self.outbox = self.outbox, []
             latest, self.outbox_latest = self.outbox_latest, {}
             acks, self.pending_acks = self.pending_acks, []
+            pins, self.outbox_pins = self.outbox_pins, []
             try:
                 await self._commit(batch, latest, acks)
             except BaseException:
                 self.outbox[:0] = batch
                 self.outbox_latest = {**latest, **self.outbox_latest}
                 self.pending_acks[:0] = acks
+                self.outbox_pins[:0] = pins
                 raise
+            for pin in pins:
+                self.pins.give_back(pin)
 
     async def _commit(
         self,
@@ -361,9 +402,13 @@ class FlowRunner:
         acks: list[str],
     ) -> None:
         if not batch:
-            if acks:
+            if acks and latest:
+                # One transaction: a reference a node forwarded to a port nobody
+                # reads must be in the state before its input is acked.
+                await self.queue.enqueue([], ack=acks, latest=latest)
+            elif acks:
                 await self.queue.ack(acks)
-            if latest:
+            elif latest:
                 await self.queue.put_latest(latest)
             return
         state = self.state
@@ -391,6 +436,11 @@ class FlowRunner:
                 self.mark_behind(frozenset(refused))
         if claimed:
             self.dispatch(ItemsArrivedTick(claimed))
+
+    def horizon(self) -> float:
+        """The GC horizon of this run (see :mod:`.pins`): the earliest start of a
+        save whose reference a node still holds unpublished, or now."""
+        return self.pins.horizon(time.time())
 
     def has_unflushed(self) -> bool:
         return bool(self.outbox or self.pending_acks or self.outbox_latest)

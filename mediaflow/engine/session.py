@@ -158,7 +158,11 @@ class FlowSession:
             for node_id, node_spec in self.spec.nodes.items():
                 node = node_spec.factory()
                 runner.nodes[node_id] = node
-                await node.setup(RunContext(runner, node_id, {}, None))
+                ctx = RunContext(runner, node_id, {}, None)
+                try:
+                    await node.setup(ctx)
+                finally:
+                    ctx.release_pins()  # what setup saved and did not keep, it dropped
         except BaseException:
             # Nothing ran: undo what setup opened and leave the run resumable.
             await self._teardown_nodes(runner)

@@ -43,12 +43,13 @@ from mediaflow.flows.validate import (
     check_graph,
     check_id,
     check_node_inputs,
+    check_retention_days,
     class_name,
     declared_ports,
     optional_inputs,
 )
 
-FLOW_KEYS = frozenset({"name"})
+FLOW_KEYS = frozenset({"name", "retention_days"})
 TOP_LEVEL_KEYS = frozenset({"flow", "node"})
 # Keys of a [[node]] table that are not options of the node class.
 NODE_KEYS = frozenset({"id", "use", "connector", "inputs"})
@@ -134,7 +135,8 @@ def flow_from_dict(
     """Validate flow data shaped like a parsed flow file (``flow`` and ``node`` keys).
 
     The flow's name is ``[flow] name``, else ``name``, else the stem of
-    ``path``. ``path`` (the flow file, if any) names the flow in messages and
+    ``path``; ``[flow] retention_days``, if given, must be a positive number.
+    ``path`` (the flow file, if any) names the flow in messages and
     puts its directory on ``sys.path`` while node modules are imported.
     Raises :class:`FlowError` as :func:`load_flow` does.
     """
@@ -147,10 +149,21 @@ def flow_from_dict(
             problems.append(
                 FlowProblem(f"unknown top-level key {key!r} (expected: [flow] and [[node]] tables)")
             )
-    flow_name = _flow_name(data.get("flow", {}), name, path, problems)
+    table = data.get("flow", {})
+    flow_name = _flow_name(table, name, path, problems)
+    retention = None
+    if isinstance(table, Mapping) and "retention_days" in table:
+        retention = check_retention_days(table["retention_days"], "[flow]: ", problems)
     declared = _declared_nodes(data.get("node"), problems)
     where = str(path) if path is not None else f"flow {flow_name!r}"
-    return _assemble(flow_name, declared, where=where, path=path, problems=problems)
+    return _assemble(
+        flow_name,
+        declared,
+        where=where,
+        path=path,
+        problems=problems,
+        retention_days=retention,
+    )
 
 
 def _flow_name(
@@ -237,6 +250,7 @@ def _assemble(
     where: str,
     path: Path | None,
     problems: list[FlowProblem],
+    retention_days: float | None = None,
 ) -> FlowSpec:
     """Resolve and validate every declared node, then the graph; raise if anything failed."""
     search_dir = path.resolve().parent if path is not None else None
@@ -262,7 +276,13 @@ def _assemble(
         for spec in nodes.values()
         for port, ref in spec.inputs.items()
     )
-    return FlowSpec(name=name, nodes=MappingProxyType(nodes), edges=edges, path=path)
+    return FlowSpec(
+        name=name,
+        nodes=MappingProxyType(nodes),
+        edges=edges,
+        path=path,
+        retention_days=retention_days,
+    )
 
 
 class _NodeProblems(Exception):
@@ -367,10 +387,13 @@ class FlowBuilder:
     ...     .add("mic", "microphone", device="default")
     ...     .add("asr", "speech", inputs={"audio": "mic.audio"})
     ...     .build())   # doctest: +SKIP
+
+    ``retention_days`` is ``[flow] retention_days`` (see :class:`FlowSpec`).
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, retention_days: float | None = None) -> None:
         self.name = name
+        self.retention_days = retention_days
         self._declared: list[_Declared] = []
 
     def add(
@@ -408,10 +431,14 @@ class FlowBuilder:
         problems: list[FlowProblem] = []
         if not isinstance(self.name, str) or not self.name.strip():
             problems.append(FlowProblem(f"flow name must be a non-empty string, got {self.name!r}"))
+        retention = None
+        if self.retention_days is not None:
+            retention = check_retention_days(self.retention_days, "", problems)
         return _assemble(
             str(self.name),
             list(self._declared),
             where=f"flow {self.name!r}",
             path=None,
             problems=problems,
+            retention_days=retention,
         )

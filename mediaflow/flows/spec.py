@@ -121,12 +121,16 @@ class FlowSpec:
 
     ``edges`` are in file order too (consumer by consumer, input by input).
     ``path`` is the flow file, or ``None`` for a flow built in Python.
+    ``retention_days`` (``[flow] retention_days``, positive) is how long a
+    recording the flow keeps (``ctx.keep``) is spared by garbage collection;
+    ``None`` keeps recordings until a disk cap evicts them.
     """
 
     name: str
     nodes: Mapping[str, NodeSpec]
     edges: tuple[Edge, ...]
     path: Path | None = None
+    retention_days: float | None = None
 
     def consumers(self, node: str, port: str) -> list[PortRef]:
         """The input ports reading ``node.port`` (fan-out), in file order; may be empty."""

@@ -12,6 +12,7 @@ cycle, so a user fixes a flow in one pass instead of one error per run.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -165,6 +166,25 @@ def bind_options(node_class: type[Node], options: Mapping[str, Any]) -> None:
         raise NodeProblem(
             f"options do not fit {class_name(node_class)}{signature}: {exc}"
         ) from None
+
+
+def check_retention_days(value: object, subject: str, problems: list[FlowProblem]) -> float | None:
+    """``retention_days`` as a float, or None after recording why it is refused
+    (anything but a finite number above 0)."""
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    ):
+        return float(value)
+    problems.append(
+        FlowProblem(
+            f"{subject}retention_days must be a positive number of days "
+            f"(how long kept recordings stay), got {value!r}"
+        )
+    )
+    return None
 
 
 def check_id(

@@ -21,13 +21,21 @@ seconds later arrives (then the missing part is silence). Chunks ending more tha
 ``audio_margin_s`` before the oldest unfinished clip are dropped, and at most
 ``max_audio_s`` seconds are kept, so the buffer is bounded whatever the sources do.
 
+Storage. Each segment's item is acked as it arrives while the node keeps the
+reference in memory and reads the file only when the clip is muxed, so it *holds*
+every segment it takes (``ctx.hold``: garbage collection and the disk cap leave it)
+and lets go (``ctx.unhold``) once the clip using it is muxed, or dropped (a failed
+mux, a stop). Audio chunks are decoded as they arrive and kept as PCM, so their
+references need no hold. Each clip is kept as a recording (``ctx.keep``: spared for
+the flow's ``retention_days``, evicted oldest first under a disk cap).
+
 Crashes and stops. A clip is saved whole and atomically (written to a temp file in
-a directory under the data dir, then saved by path), recorded as kept by the run so
-garbage collection leaves it, and only then emitted: a crash or a stop mid-clip leaves
-every earlier clip intact and playable. The clip in progress (its segments were
-acked as they arrived; the node holds them in memory) is lost, as are its audio
-and any temp file. A redelivered segment already taken is skipped. Muxing blocks,
-so it runs in a worker thread.
+a directory under the data dir, then saved by path), kept, and only then emitted: a
+crash or a stop mid-clip leaves every earlier clip intact and playable. The clip in
+progress (its segments were acked as they arrived) is lost, as are its audio and
+any temp file; its segments' holds end at a stop, and a day after a crash. A
+redelivered segment already taken is skipped. Muxing blocks, so it runs in a
+worker thread.
 """
 
 from __future__ import annotations
@@ -191,9 +199,11 @@ class RecorderNode(Node):
         self._clip_seq = 0
         self._has_audio = True
         self._temp: Path | None = None
+        self._setup_ctx: Context | None = None  # to let go of held segments at teardown
 
     async def setup(self, ctx: Context) -> None:
         self._has_audio = ctx.is_wired("audio")
+        self._setup_ctx = ctx
         self._temp = ctx.temp_dir()
         latest = ctx.latest("video")
         if isinstance(latest, MediaRef) and isinstance(latest.meta.get("seq"), int):
@@ -202,7 +212,10 @@ class RecorderNode(Node):
     async def run(self, ctx: Context) -> None:
         video = ctx.inputs.get("video")
         if isinstance(video, MediaRef):
-            self._take_video(segment_of(video))
+            segment = segment_of(video)
+            if self._is_new(segment):
+                ctx.hold(video)  # before this item is acked: read again at mux time
+                self._take_video(segment)
         audio = ctx.inputs.get("audio")
         if isinstance(audio, MediaRef):
             data = await ctx.read_artifact(audio)
@@ -211,9 +224,11 @@ class RecorderNode(Node):
             await self._finish(ctx, self._ready.popleft())
         self._trim_audio()
 
+    def _is_new(self, segment: _Segment) -> bool:
+        """False for a redelivery of a segment already taken."""
+        return segment.seq is None or self._last_seq is None or segment.seq > self._last_seq
+
     def _take_video(self, segment: _Segment) -> None:
-        if segment.seq is not None and self._last_seq is not None and segment.seq <= self._last_seq:
-            return  # a redelivery of a segment already taken
         self._last_seq = segment.seq
         clip = self._open
         if clip.segments and not segment.follows(clip.segments[-1]):
@@ -223,6 +238,18 @@ class RecorderNode(Node):
         self._video_end = max(self._video_end, clip.end)
         if clip.duration >= self.clip_s - 0.5 / segment.fps:
             self._close_open()
+
+    async def teardown(self) -> None:
+        """The clips still waiting are lost (module docstring): let go of their segments."""
+        ctx, self._setup_ctx = self._setup_ctx, None
+        waiting = [*self._ready, self._open]
+        self._ready.clear()
+        self._open = _Clip()
+        if ctx is None:
+            return
+        for clip in waiting:
+            for segment in clip.segments:
+                ctx.unhold(segment.ref)
 
     def _close_open(self) -> None:
         if self._open.segments:
@@ -250,6 +277,14 @@ class RecorderNode(Node):
             self._audio.popleft()
 
     async def _finish(self, ctx: Context, clip: _Clip) -> None:
+        """Mux, save, keep and emit ``clip``; its segments are let go whatever happens."""
+        try:
+            await self._mux_and_emit(ctx, clip)
+        finally:
+            for segment in clip.segments:
+                ctx.unhold(segment.ref)
+
+    async def _mux_and_emit(self, ctx: Context, clip: _Clip) -> None:
         first = clip.segments[0]
         files = [
             SegmentFile(ctx.artifact_path(s.ref), s.pts - first.pts, s.duration)
@@ -282,8 +317,6 @@ class RecorderNode(Node):
             ref = await ctx.save_artifact(out, media_type, meta)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        keep = getattr(ctx, "keep", None)
-        if callable(keep):
-            keep(ref)  # a small SQLite write, on the loop as the store expects
+        ctx.keep(ref)  # a small SQLite write, on the loop as the store expects
         self._clip_seq += 1
         await ctx.emit("video", ref)

@@ -13,13 +13,18 @@ delivery. Items enqueued with ``delay_s`` wait in a delayed set until
 until it is unparked (``unpark(flow, steps=n)`` lets exactly ``n`` more
 through, for single-stepping).
 
+Storage lifecycle: :meth:`WorkQueue.live_digests` tells garbage collection
+which artifacts the queue still references; :meth:`WorkQueue.trim_dead_letters`
+and :meth:`WorkQueue.forget_flow` keep what a long-running flow leaves behind
+bounded.
+
 Every method may raise :class:`QueueUnavailable` when the backend cannot be
 reached; the engine reports that and retries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
@@ -235,6 +240,45 @@ class WorkQueue(Protocol):
 
     async def parked(self) -> dict[str, int | None]:
         """Parked flows and, for each, the steps it may still hand out (None: none)."""
+        ...
+
+    def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
+        """Every artifact digest the queue holds, in lists (an async generator).
+
+        A digest is any ``sha256:`` + 64 lowercase hex string anywhere in the
+        stored JSON (conservative: something that merely looks like one is
+        kept too) of items in every state (ready, pending, delayed, parked
+        flows' included), dead letters and latest values.
+
+        The whole answer comes from ONE consistent snapshot of the backend,
+        taken before the first list is yielded: a node that forwards a
+        reference acks its input and enqueues its output in one transaction,
+        so reading the old item and the new one at different moments could
+        see neither, and the sweep would delete a referenced artifact. Writers
+        are not held up meanwhile.
+
+        Memory stays bounded: each list holds the distinct digests of at most
+        ``batch`` stored rows; a digest may recur across lists (the consumer
+        deduplicates). Blocking reads run off the event loop. Implementations
+        are async generators: a consumer that stops early closes it
+        (``contextlib.aclosing``) to end the snapshot at once rather than when
+        the generator is collected.
+        """
+        ...
+
+    async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
+        """Delete dead letters that died before ``before`` (a Unix time), and any
+        beyond the newest ``keep_per_flow`` of each flow; return how many went."""
+        ...
+
+    async def forget_flow(self, flow: str) -> dict[str, int]:
+        """Drop a flow's latest values and dead letters; return how many of each
+        went (keys ``"latest"`` and ``"dead_letters"``).
+
+        Raises :class:`QueueError` naming the flow if items of it are still
+        waiting (in any state): they reference its artifacts and would be
+        delivered to a flow that no longer knows them.
+        """
         ...
 
     async def stats(self) -> QueueStats: ...

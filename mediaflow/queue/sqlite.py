@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,15 +28,20 @@ from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import (
     DeadLetter,
     NewItem,
+    QueueError,
     QueueStats,
     StreamBacklog,
     StreamKey,
     WorkItem,
 )
 from mediaflow.queue.sqlite_db import SqliteDb, SyncMode
+from mediaflow.queue.sqlite_live import LiveDigestReader
 from mediaflow.queue.sqlite_tx import Transactions, dumps
 
 DB_FILENAME: Final = "queue.sqlite3"
+# Dead letters deleted per transaction by trim_dead_letters: each runs inline
+# on the loop thread, so a large trim is many short transactions, not one long one.
+TRIM_CHUNK: Final = 2000
 
 
 def _parse_ids(entry_ids: Sequence[str]) -> list[tuple[int]]:
@@ -84,6 +90,7 @@ class SqliteQueue:
         looks for commits of other handles; ``synchronous`` defaults to
         ``MEDIAFLOW_SQLITE_SYNC`` (NORMAL)."""
         self.path = Path(path)
+        self._busy_timeout_s = busy_timeout_s
         self._db = SqliteDb(self.path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
         self._tx = Transactions(self._db)
         self._poll_interval_s = poll_interval_s
@@ -117,7 +124,7 @@ class SqliteQueue:
     ) -> list[WorkItem]:
         """See :meth:`WorkQueue.enqueue`. Raises ``TypeError`` or ``ValueError``,
         before writing anything, if a payload is not JSON-serialisable."""
-        if not items:
+        if not items and not (ack and latest):
             if ack:
                 await self.ack(ack)
             if latest:
@@ -319,6 +326,62 @@ class SqliteQueue:
         ``busy_fallbacks``, how many operations of this handle had to wait for
         another process's lock."""
         return await self._db.run(self._tx.stats)
+
+    # -- storage lifecycle ---------------------------------------------------
+
+    async def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
+        """See :meth:`WorkQueue.live_digests`.
+
+        Reads on a connection of its own, in one read transaction (WAL gives it a
+        fixed snapshot; writers are not held up), ``batch`` rows a page, each
+        page in a worker thread; empty pages are not yielded. The transaction
+        ends when the iteration does or the generator is closed (``aclose``).
+        While it is open this handle's checkpoints do not wait for it (the WAL
+        grows for that long instead). Raises ``ValueError`` for ``batch`` < 1,
+        :class:`QueueUnavailable` on an SQLite error.
+        """
+        if self._db.closed:
+            raise QueueError(f"sqlite queue {self.path} is closed")
+        try:
+            reader = await asyncio.to_thread(
+                LiveDigestReader, self.path, batch=batch, busy_timeout_s=self._busy_timeout_s
+            )
+        except sqlite3.Error as exc:
+            raise self._db.unavailable(exc) from exc
+        self._db.snapshot_reads += 1
+        try:
+            while True:
+                try:
+                    found = await asyncio.to_thread(reader.next_batch)
+                except sqlite3.Error as exc:
+                    raise self._db.unavailable(exc) from exc
+                if found is None:
+                    return
+                if found:
+                    yield found
+        finally:
+            self._db.snapshot_reads -= 1
+            await asyncio.to_thread(reader.close)
+
+    async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
+        """See :meth:`WorkQueue.trim_dead_letters`. Deletes in transactions of at
+        most :data:`TRIM_CHUNK` rows, yielding to the loop between them, so other
+        handles and processes keep writing meanwhile. Raises ``ValueError`` for a
+        negative ``keep_per_flow``."""
+        if keep_per_flow < 0:
+            raise ValueError(f"keep_per_flow must be at least 0, not {keep_per_flow}")
+        deleted = 0
+        while True:
+            n = await self._db.run(self._tx.trim_dead, before, keep_per_flow, TRIM_CHUNK)
+            deleted += n
+            if n < TRIM_CHUNK:
+                return deleted
+            await asyncio.sleep(0)
+
+    async def forget_flow(self, flow: str) -> dict[str, int]:
+        """See :meth:`WorkQueue.forget_flow`. One transaction: the check and the
+        deletions see the same file."""
+        return await self._db.run(self._tx.forget_flow, flow)
 
     async def close(self) -> None:
         """See :meth:`WorkQueue.close`. Idempotent; wakes waiting claims, which

@@ -114,6 +114,7 @@ class SqliteDb:
         self.path = path
         self.busy_fallbacks = 0  # operations that had to wait for another process
         self.commits = 0  # write transactions since the last background checkpoint
+        self.snapshot_reads = 0  # live_digests reads open on this handle (see _restart_wal)
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._sync = synchronous or sync_mode_from_env()
         self._lock = asyncio.Lock()
@@ -186,6 +187,10 @@ class SqliteDb:
                 f"{where}: locked by another process for more than {seconds:g} s ({exc})"
             )
         return QueueUnavailable(f"{where}: {type(exc).__name__}: {exc}")
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
 
     def _closed_error(self) -> QueueError:
         return QueueError(f"sqlite queue {self.path} is closed")
@@ -289,6 +294,10 @@ class SqliteDb:
             # Not fatal: the WAL grows until the next checkpoint, and a real
             # problem with the file surfaces in the next transaction.
             log.warning("sqlite queue %s: background checkpoint failed: %s", self.path, exc)
+        if self.snapshot_reads:
+            # RESTART would wait out our own snapshot read (a sweep's), holding
+            # writers off meanwhile: let the WAL grow until the read ends.
+            return
         await self._lock.acquire()
         try:
             await self._in_worker(self._checkpoint, "RESTART")

@@ -198,3 +198,34 @@ SELECT (SELECT COALESCE(SUM(MAX(s.next_seq, COALESCE({_STREAM_TOP} - (s.id << {S
        + (SELECT COUNT(*) FROM items WHERE state = 2)
 FROM counters WHERE id = 1
 """
+
+# -- storage lifecycle (see WorkQueue.live_digests, trim_dead_letters, forget_flow) --
+
+# Keyset pages of everything that may hold a reference, read in one snapshot.
+LIVE_ITEMS: Final = "SELECT id, payload FROM items WHERE id > ? ORDER BY id LIMIT ?"
+LIVE_DEAD: Final = "SELECT id, item || reason FROM dead WHERE id > ? ORDER BY id LIMIT ?"
+LIVE_LATEST_FIRST: Final = (
+    "SELECT flow, node, port, value FROM latest ORDER BY flow, node, port LIMIT ?"
+)
+LIVE_LATEST_AFTER: Final = (
+    "SELECT flow, node, port, value FROM latest WHERE (flow, node, port) > (?, ?, ?) "
+    "ORDER BY flow, node, port LIMIT ?"
+)
+
+DEAD_FLOWS: Final = "SELECT DISTINCT flow FROM dead"
+# The id of a flow's ?2-th newest dead letter (0-based): older ones go.
+DEAD_NTH_NEWEST: Final = "SELECT id FROM dead WHERE flow = ? ORDER BY id DESC LIMIT 1 OFFSET ?"
+# At most ?3 rows a transaction, so a large trim never holds the file for long.
+TRIM_DEAD_OF_FLOW: Final = """
+DELETE FROM dead WHERE id IN (
+    SELECT id FROM dead WHERE flow = ?1 AND id < ?2 ORDER BY id LIMIT ?3
+)
+"""
+TRIM_DEAD_BEFORE: Final = """
+DELETE FROM dead WHERE id IN (SELECT id FROM dead WHERE dead_at < ?1 ORDER BY id LIMIT ?2)
+"""
+
+STREAMS_OF_FLOW: Final = "SELECT id FROM streams WHERE flow = ?"
+COUNT_IN_RANGE: Final = "SELECT COUNT(*) FROM items WHERE id BETWEEN ? AND ?"
+FORGET_LATEST: Final = "DELETE FROM latest WHERE flow = ?"
+FORGET_DEAD: Final = "DELETE FROM dead WHERE flow = ?"

@@ -282,6 +282,44 @@ class Transactions:
             letters.append(DeadLetter(item, reason, dead_at))
         return letters
 
+    # -- storage lifecycle ---------------------------------------------------
+
+    def trim_dead(self, before: float, keep_per_flow: int, limit: int) -> int:
+        """Delete up to ``limit`` dead letters older than ``before`` or beyond the
+        newest ``keep_per_flow`` of their flow; the caller repeats while it gets
+        ``limit`` (each call is one short transaction)."""
+        with self.db.write as cur:
+            cur.execute(sql.TRIM_DEAD_BEFORE, (before, limit))
+            deleted = cur.rowcount
+            for (flow,) in cur.execute(sql.DEAD_FLOWS).fetchall():
+                if deleted >= limit:
+                    break
+                if keep_per_flow > 0:
+                    row = cur.execute(sql.DEAD_NTH_NEWEST, (flow, keep_per_flow - 1)).fetchone()
+                    if row is None:
+                        continue  # the flow has no more than it may keep
+                    oldest_kept = row[0]
+                else:
+                    oldest_kept = (1 << 63) - 1  # every id: keep none
+                cur.execute(sql.TRIM_DEAD_OF_FLOW, (flow, oldest_kept, limit - deleted))
+                deleted += cur.rowcount
+        return deleted
+
+    def forget_flow(self, flow: str) -> dict[str, int]:
+        with self.db.write as cur:
+            waiting = 0
+            for (sid,) in cur.execute(sql.STREAMS_OF_FLOW, (flow,)).fetchall():
+                waiting += cur.execute(sql.COUNT_IN_RANGE, _span(sid)).fetchone()[0]
+            if waiting:
+                raise QueueError(
+                    f"flow {flow!r} still has {waiting} item(s) waiting in the queue; "
+                    "forget it once they have been consumed or dead-lettered"
+                )
+            cur.execute(sql.FORGET_LATEST, (flow,))
+            latest = cur.rowcount
+            cur.execute(sql.FORGET_DEAD, (flow,))
+            return {"latest": latest, "dead_letters": cur.rowcount}
+
     # -- looking at the queue ------------------------------------------------
 
     def backlog(self) -> dict[StreamKey, StreamBacklog]:

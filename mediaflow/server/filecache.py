@@ -12,11 +12,20 @@ lookup, cheaper than the hop it saves); a vanished file is evicted and the
 request answered 404. Within that window a deleted artifact may still be
 served from the open file: the bytes are the right ones, they are just gone
 from the directory.
+
+While a transfer uses an entry (``refs`` above 0) the entry holds a shared
+``flock`` on its descriptor (:func:`mediaflow.store.locks.try_share`): a sweep in
+any process locks a file exclusively before deleting it, so it skips artifacts
+being sent, and a cap never pulls a clip from under a viewer who is seeking in
+it. Taken on 0 -> 1 and dropped on 1 -> 0, never per request; the call does not
+block. When it fails (a sweep holds the file that instant) the transfer goes on
+from the open descriptor regardless.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections import OrderedDict
@@ -29,6 +38,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from mediaflow.server import mediatypes
 from mediaflow.server.ranges import Facts
 from mediaflow.store import ArtifactStore
+from mediaflow.store.locks import try_share, unshare
 
 if TYPE_CHECKING:
     from mediaflow.server.transfer import HeaderBlock
@@ -51,6 +61,7 @@ class OpenArtifact:
     evicted: bool = False
     fixed_headers: HeaderBlock | None = None  # built once, by the handler
     fd: int = field(init=False)
+    shared: bool = False  # holds the flock that keeps sweeps off it while sending
 
     def __post_init__(self) -> None:
         self.fd = self.file.fileno()
@@ -58,6 +69,25 @@ class OpenArtifact:
     @property
     def size(self) -> int:
         return self.facts.size
+
+    def use(self) -> None:
+        """One more transfer uses it; the first one locks it against sweeps."""
+        self.refs += 1
+        if self.refs == 1 and not self.shared and not self.file.closed:
+            try:
+                self.shared = try_share(self.fd)
+            except OSError:
+                self.shared = False  # still readable; a sweep may just not see the use
+
+    def unuse(self) -> None:
+        """A transfer is done with it; the last one unlocks it."""
+        self.refs -= 1
+        if self.refs == 0 and self.shared:
+            self.shared = False
+            if not self.file.closed:
+                # A failure leaves nothing behind: closing the descriptor drops the lock.
+                with contextlib.suppress(OSError):
+                    unshare(self.fd)
 
     def close_if_unused(self) -> None:
         if self.evicted and self.refs == 0 and not self.file.closed:
@@ -102,13 +132,13 @@ class ArtifactCache:
             if loaded is None:
                 return None
             if not loaded.evicted:
-                loaded.refs += 1
+                loaded.use()
                 return loaded
             # Evicted (and closed) by other loads between its load and this wake-up.
         private = await asyncio.to_thread(self._open, digest)
         if private is not None:
             private.evicted = True  # not cached: closed on release
-            private.refs = 1
+            private.use()
         return private
 
     def acquire_hit(self, digest: str) -> OpenArtifact | None:
@@ -120,7 +150,7 @@ class ArtifactCache:
         if now - entry.checked_at < self.revalidate_s or self._still_there(entry, now):
             self._entries.move_to_end(digest)
             self.hits += 1
-            entry.refs += 1
+            entry.use()
             return entry
         return None
 
@@ -134,7 +164,7 @@ class ArtifactCache:
         return forget
 
     def release(self, entry: OpenArtifact) -> None:
-        entry.refs -= 1
+        entry.unuse()
         entry.close_if_unused()
 
     def _still_there(self, entry: OpenArtifact, now: float) -> bool:

@@ -3,7 +3,10 @@
 Most numbers already exist somewhere and are read at scrape time by one
 custom collector (no second bookkeeping to drift): the queue's backlog per
 stream and its lifetime counters, the runners' finished items, the bus's
-event counts, the store's total bytes, the bytes each transfer path sent.
+event counts, the store's totals (bytes and count stored, a row the store
+keeps current; and kept, a sum over the keeps, not over every artifact), what
+sweeps did (the store's persisted GC counters, so the sweeps of every process
+sharing the data directory show here), the bytes each transfer path sent.
 Three are kept here because nothing else keeps them: HTTP answers by
 method, route and status (from ``on_response_prepare``), the emit-to-start
 latency histogram, fed per item from the runner's latency window (see
@@ -38,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from mediaflow.queue import QueueError, QueueStats, StreamBacklog, StreamKey
 from mediaflow.server.state import STATE, AppState
+from mediaflow.store.metadata import GcCounters, StoreTotals
 
 if TYPE_CHECKING:
     from mediaflow.engine.events import Event
@@ -100,7 +104,8 @@ class Snapshot:
     backlog: dict[StreamKey, StreamBacklog] = field(default_factory=dict)
     stats: QueueStats | None = None
     queue_up: bool = False
-    artifact_bytes: int | None = None
+    store: StoreTotals | None = None
+    gc: GcCounters | None = None
 
 
 class Metrics(Collector):
@@ -152,7 +157,7 @@ class Metrics(Collector):
                 snapshot.queue_up = True
             except (QueueError, TimeoutError) as exc:
                 log.warning("metrics: queue unavailable: %s", exc)
-        snapshot.artifact_bytes = await asyncio.to_thread(state.store.total_bytes)
+        snapshot.store, snapshot.gc = await asyncio.to_thread(_store_facts, state)
         self.snapshot = snapshot
 
     async def render(self) -> bytes:
@@ -163,6 +168,7 @@ class Metrics(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._queue_metrics()
         yield from self._engine_metrics()
+        yield from self._store_metrics()
         yield from self._server_metrics()
 
     def _queue_metrics(self) -> Iterator[Metric]:
@@ -236,13 +242,50 @@ class Metrics(Collector):
             losses.add_metric(list(labels), total)
         yield losses
 
-    def _server_metrics(self) -> Iterator[Metric]:
-        if self.snapshot.artifact_bytes is not None:
+    def _store_metrics(self) -> Iterator[Metric]:
+        totals = self.snapshot.store
+        if totals is not None:
+            for name, help_text, value in (
+                ("bytes", "Bytes of artifacts recorded in the store", totals.bytes),
+                ("count", "Artifacts recorded in the store", totals.count),
+                ("kept_bytes", "Bytes of artifacts under an unexpired keep (recordings, "
+                 "holds)", totals.kept_bytes),
+                ("kept_count", "Artifacts under an unexpired keep", totals.kept_count),
+            ):  # fmt: skip
+                yield GaugeMetricFamily(f"mediaflow_artifacts_{name}", help_text, value=value)
+        gc_settings = self.state.gc_settings
+        if gc_settings is not None and gc_settings.max_bytes is not None:
             yield GaugeMetricFamily(
-                "mediaflow_artifacts_bytes",
-                "Bytes of artifacts recorded in the store",
-                value=self.snapshot.artifact_bytes,
+                "mediaflow_artifacts_max_bytes",
+                "The disk cap on the store (ARTIFACT_MAX_BYTES)",
+                value=gc_settings.max_bytes,
             )
+        counters = self.snapshot.gc
+        if counters is None:
+            return
+        for name, help_text, value in (
+            ("sweeps", "Sweeps of the store, by any process", counters.sweeps),
+            ("deleted", "Artifacts deleted by sweeps, evictions included", counters.deleted),
+            ("freed_bytes", "Bytes freed by sweeps", counters.freed_bytes),
+            ("evicted", "Artifacts evicted under the cap or by retention", counters.evicted),
+            ("evicted_bytes", "Bytes evicted under the cap or by retention",
+             counters.evicted_bytes),
+        ):  # fmt: skip
+            yield CounterMetricFamily(f"mediaflow_gc_{name}", help_text, value=value)
+        if counters.last_sweep_at is not None:
+            yield GaugeMetricFamily(
+                "mediaflow_gc_last_sweep_timestamp_seconds",
+                "When the last sweep finished (Unix time)",
+                value=counters.last_sweep_at,
+            )
+        if counters.last_sweep_s is not None:
+            yield GaugeMetricFamily(
+                "mediaflow_gc_last_sweep_duration_seconds",
+                "How long the last sweep took",
+                value=counters.last_sweep_s,
+            )
+
+    def _server_metrics(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
             "mediaflow_http_requests",
             "HTTP responses by method, route and status",
@@ -260,6 +303,11 @@ class Metrics(Collector):
         for name in ("inline", "direct", "resumed", "chunked"):
             sent.add_metric([name], getattr(transfers, name))
         yield sent
+
+
+def _store_facts(state: AppState) -> tuple[StoreTotals, GcCounters]:
+    """The store's totals and GC counters. Blocking: call it in a worker thread."""
+    return state.store.totals(), state.store.gc_counters()
 
 
 async def scrape(request: web.Request) -> web.StreamResponse:

@@ -29,6 +29,7 @@ from mediaflow.store import ArtifactStore
 
 if TYPE_CHECKING:
     from mediaflow.engine.session import FlowSession
+    from mediaflow.gc import GcSettings
     from mediaflow.server.metrics import Metrics
 
 
@@ -48,7 +49,9 @@ class AppState:
     """Everything the handlers share. Create before the app; :meth:`close` after it.
 
     ``owns_backends``: :meth:`close` also closes the queue (the serve case);
-    a session's queue belongs to the session.
+    a session's queue belongs to the session. ``gc_settings``: the storage
+    lifecycle settings the process sweeps with, for ``/metrics`` (the disk cap);
+    None when the caller did not say.
     """
 
     def __init__(
@@ -60,8 +63,10 @@ class AppState:
         queue: WorkQueue | None = None,
         bus: EventBus | None = None,
         owns_backends: bool = False,
+        gc_settings: GcSettings | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.gc_settings = gc_settings
         self.settings = settings or ServerSettings.from_env()
         self.store = store or ArtifactStore(self.data_dir)
         self.queue = queue
@@ -82,6 +87,7 @@ class AppState:
         *,
         settings: ServerSettings | None = None,
         queue_url: str | None = None,
+        gc_settings: GcSettings | None = None,
     ) -> AppState:
         """State for ``mediaflow serve``: opens the data dir's store and queue.
 
@@ -90,11 +96,21 @@ class AppState:
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         queue = open_queue(queue_url, data_dir)
-        return cls(data_dir, settings=settings, queue=queue, owns_backends=True)
+        return cls(
+            data_dir,
+            settings=settings,
+            queue=queue,
+            owns_backends=True,
+            gc_settings=gc_settings,
+        )
 
     @classmethod
     def for_session(
-        cls, session: FlowSession, *, settings: ServerSettings | None = None
+        cls,
+        session: FlowSession,
+        *,
+        settings: ServerSettings | None = None,
+        gc_settings: GcSettings | None = None,
     ) -> AppState:
         """State for serving next to a *started* session (its bus, queue and runner).
 
@@ -103,7 +119,13 @@ class AppState:
         runner = session.runner
         if runner is None:
             raise RuntimeError("start the FlowSession before serving it")
-        state = cls(session.data_dir, settings=settings, queue=runner.queue, bus=session.bus)
+        state = cls(
+            session.data_dir,
+            settings=settings,
+            queue=runner.queue,
+            bus=session.bus,
+            gc_settings=gc_settings,
+        )
         state.add_session(session)
         return state
 

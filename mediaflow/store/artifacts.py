@@ -4,13 +4,16 @@ Layout under the data directory::
 
     artifacts/<hex[0:2]>/<hex[2:4]>/<hex>   one read-only file per digest
     artifacts/tmp/part-*.tmp                 saves in progress (same filesystem)
-    store.sqlite3                            size, first media type seen, created_at, keeps
+    store.lock                               savers share it, a sweep takes it alone
+    store.sqlite3                            size, media type, created/saved times, keeps
 
 The file is the truth for "is it there": it appears whole, by a link, after
-its bytes are fsynced. The SQLite row comes second and is only metadata, so a
-crash between the two leaves a file whose row the next save of the same
-bytes writes again. ``delete`` goes the other way (file, then row) so GC,
-which walks rows, always finds what is left to clean.
+its bytes are fsynced. The SQLite row comes second, and both happen under the
+shared save lock (see :mod:`mediaflow.store.locks`), so a sweep never deletes
+between them. A crash between the two leaves a file without a row, which the
+next save of the same bytes records, or a sweep adopts (and then judges like
+any other). Every save of the same bytes refreshes the row's ``saved_at``,
+which starts the artifact's grace period again.
 """
 
 from __future__ import annotations
@@ -19,23 +22,26 @@ import asyncio
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, TypeAlias
+from typing import Any, BinaryIO, Literal, TypeAlias
 
 from mediaflow.media import MediaError, MediaRef, check_digest, check_media_type
 from mediaflow.store.errors import ArtifactNotFound, raise_if_full
 from mediaflow.store.files import PartFile, place, read_chunks, sweep_parts
-from mediaflow.store.metadata import Metadata, Row
+from mediaflow.store.locks import SaveLock
+from mediaflow.store.metadata import GcCounters, Metadata, Row, StoreTotals
 from mediaflow.store.streams import Chunk, check_chunk, fill_part
 
 SyncSource: TypeAlias = Chunk | str | os.PathLike[str] | Iterable[Chunk]
 Source: TypeAlias = SyncSource | AsyncIterable[Chunk]
 
 DIGEST_LEN = len("sha256:") + 64
+KeepKind: TypeAlias = Literal["recording", "hold"]
+KEEP_KINDS: tuple[KeepKind, ...] = ("recording", "hold")
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class ArtifactInfo:
     media_type: str
     created_at: float
     path: Path
+    saved_at: float | None = None  # the latest save of these bytes; None: no row
 
     def to_ref(self, meta: Mapping[str, Any] | None = None) -> MediaRef:
         return MediaRef(self.digest, self.media_type, self.size, dict(meta or {}))
@@ -62,12 +69,16 @@ class ArtifactStore:
     on an event loop (``exists``/``path_for`` are cheap enough either way).
     """
 
-    def __init__(self, data_dir: Path | str) -> None:
+    def __init__(self, data_dir: Path | str, *, clock: Callable[[], float] = time.time) -> None:
+        """``clock`` gives the epoch seconds recorded as save and keep times (tests
+        pass a fake one to step through grace periods)."""
         self.data_dir = Path(data_dir)
         self.artifacts_dir = self.data_dir / "artifacts"
         self.tmp_dir = self.artifacts_dir / "tmp"
         self.db_path = self.data_dir / "store.sqlite3"
+        self.clock = clock
         self._meta = Metadata(self.db_path)
+        self.save_lock = SaveLock(self.data_dir / "store.lock")
         self._prepared = False
 
     def __repr__(self) -> str:
@@ -133,9 +144,11 @@ class ArtifactStore:
     def _save_buffer(self, view: memoryview, media_type: str) -> tuple[str, int]:
         digest = "sha256:" + hashlib.sha256(view).hexdigest()
         # Repeats are common (silence, a still scene): skip the write and the fsync.
-        if self.path_for(digest).is_file():
-            self._record(digest, len(view), media_type)
-            return digest, len(view)
+        self._prepare()
+        with self.save_lock.shared():
+            if self.path_for(digest).is_file():
+                self._record(digest, len(view), media_type)
+                return digest, len(view)
         return self._save_chunks((view,), media_type)
 
     def _save_chunks(self, chunks: Iterable[Chunk], media_type: str) -> tuple[str, int]:
@@ -149,12 +162,16 @@ class ArtifactStore:
         """Fsync, place and record a filled part. Blocking; the part is gone afterwards."""
         with self._owning(part):
             digest = part.finish()
-            place(part, self.path_for(digest))
-        self._record(digest, part.size, media_type)
+            # Both steps inside the shared lock: a sweep deletes between saves,
+            # never between placing (or finding) the file and refreshing its row.
+            with self.save_lock.shared():
+                place(part, self.path_for(digest))
+                self._record(digest, part.size, media_type)
         return digest, part.size
 
     def _record(self, digest: str, size: int, media_type: str) -> None:
-        self._meta.record(Row(digest, size, media_type, time.time()))
+        now = self.clock()
+        self._meta.record(Row(digest, size, media_type, now, now))
 
     def _new_part(self) -> PartFile:
         self._prepare()
@@ -169,6 +186,7 @@ class ArtifactStore:
         # harmless.
         if not self._prepared:
             self.tmp_dir.mkdir(parents=True, exist_ok=True)
+            self.save_lock.path.touch(exist_ok=True)
             sweep_parts(self.tmp_dir)
             self._prepared = True
 
@@ -236,7 +254,7 @@ class ArtifactStore:
             return ArtifactInfo(
                 digest, file_stat.st_size, "application/octet-stream", file_stat.st_mtime, path
             )
-        return ArtifactInfo(digest, row.size, row.media_type, row.created_at, path)
+        return ArtifactInfo(digest, row.size, row.media_type, row.created_at, path, row.saved_at)
 
     # -- housekeeping (GC) ------------------------------------------------------------------
 
@@ -245,8 +263,9 @@ class ArtifactStore:
         iterating. A row may outlive its file after a crash inside :meth:`delete`; GC
         deletes it again."""
         for row in self._meta.rows_by_age(batch=batch):
+            path = self.path_for(row.digest)
             yield ArtifactInfo(
-                row.digest, row.size, row.media_type, row.created_at, self.path_for(row.digest)
+                row.digest, row.size, row.media_type, row.created_at, path, row.saved_at
             )
 
     def delete(self, digest: str) -> bool:
@@ -263,36 +282,82 @@ class ArtifactStore:
         removed_row = self._meta.remove(digest)
         return removed_file or removed_row
 
-    def keep(self, run_id: str, digest: str) -> bool:
+    def keep(
+        self,
+        run_id: str,
+        digest: str,
+        *,
+        expires_at: float | None = None,
+        kind: KeepKind = "recording",
+    ) -> bool:
         """Record that run ``run_id`` keeps ``digest``, so GC will not take it. Blocking.
 
+        ``expires_at`` (epoch seconds) ends the keep; None keeps it until
+        :meth:`release` or :meth:`unkeep`. ``kind`` ``"recording"`` may still be
+        evicted under the disk cap, oldest first; ``"hold"`` (a node still uses
+        the reference) never is. Keeping again replaces the expiry and kind.
         True if newly recorded, False if this run already kept it. Raises
         :class:`ArtifactNotFound` if the digest is not recorded, ``ValueError``
-        for an empty run id.
+        for an empty run id or an unknown kind.
         """
         digest = _digest_of(digest)
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
-        added = self._meta.keep(run_id, digest, time.time())
+        if kind not in KEEP_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KEEP_KINDS)}, got {kind!r}")
+        added = self._meta.keep(run_id, digest, self.clock(), expires_at, kind)
         if added is None:
             raise ArtifactNotFound(digest)
         return added
 
+    def unkeep(self, run_id: str, digest: str) -> bool:
+        """Drop run ``run_id``'s keep of ``digest``; True if it had one. Blocking."""
+        return self._meta.unkeep(run_id, _digest_of(digest))
+
     def is_kept(self, digest: str) -> bool:
-        """True if any run keeps ``digest``. Blocking."""
-        return self._meta.is_kept(_digest_of(digest))
+        """True if any unexpired keep holds ``digest``. Blocking."""
+        return self._meta.is_kept(_digest_of(digest), self.clock())
 
     def release(self, run_id: str) -> int:
         """Drop every keep of ``run_id``; return how many. Blocking."""
         return self._meta.release(run_id)
 
     def total_bytes(self) -> int:
-        """Sum of recorded artifact sizes. Blocking."""
+        """Sum of recorded artifact sizes (a counter, not a scan). Blocking."""
         return self._meta.total_bytes()
+
+    def totals(self) -> StoreTotals:
+        """Bytes and count stored, and of those under an unexpired keep. Blocking."""
+        return self._meta.totals(self.clock())
+
+    def gc_counters(self) -> GcCounters:
+        """What sweeps of this store did, over every process. Blocking."""
+        return self._meta.gc_counters()
+
+    def add_gc_counters(
+        self,
+        *,
+        deleted: int,
+        freed_bytes: int,
+        evicted: int,
+        evicted_bytes: int,
+        swept_at: float,
+        took_s: float,
+    ) -> None:
+        """Add one sweep's work to :meth:`gc_counters`. Blocking."""
+        self._meta.add_gc_counters(
+            deleted=deleted,
+            freed_bytes=freed_bytes,
+            evicted=evicted,
+            evicted_bytes=evicted_bytes,
+            swept_at=swept_at,
+            took_s=took_s,
+        )
 
     def close(self) -> None:
         """Close the metadata connection. Idempotent; a later call reopens it."""
         self._meta.close()
+        self.save_lock.close()
 
     def __enter__(self) -> ArtifactStore:
         return self

@@ -1,0 +1,36 @@
+"""Garbage collection: delete exactly what nothing references, and cap the store.
+
+mediaflow knows what holds each artifact, so instead of deleting by age alone
+a sweep keeps every *root* and takes the rest:
+
+- a keep (``run_artifact``): a recording (``ctx.keep``, until the flow's
+  ``retention_days``) or a hold (``ctx.hold``: a node still uses it);
+- a live message: a queued, claimed, delayed, parked or dead-lettered item, or
+  a latest value, asked of the queue backend through its contract;
+- the grace period: anything saved (or saved again) in the last
+  ``ARTIFACT_GC_GRACE_S``;
+- an open run's horizon: what a running flow saved but has not yet published;
+- a response that is sending it (a shared file lock).
+
+- ``settings``: :class:`GcSettings` from the environment.
+- ``plan``: the pure decisions (cutoff, cap excess).
+- ``gcdb``: the sweep's connection to ``store.sqlite3`` and its queries.
+- ``orphans``: stray files and stale temp files.
+- ``sweep``: :func:`sweep_artifacts`, one sweep, step by step.
+- ``sweeper``: :class:`Sweeper`, periodic sweeps and the cap watcher of a server.
+"""
+
+from mediaflow.gc.settings import GcSettings, format_bytes, parse_bytes
+from mediaflow.gc.sweep import SweepBusy, SweepProgress, SweepReport, sweep_artifacts
+from mediaflow.gc.sweeper import Sweeper
+
+__all__ = [
+    "GcSettings",
+    "SweepBusy",
+    "SweepProgress",
+    "SweepReport",
+    "Sweeper",
+    "format_bytes",
+    "parse_bytes",
+    "sweep_artifacts",
+]

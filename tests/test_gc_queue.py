@@ -1,0 +1,312 @@
+"""The queue contract's storage-lifecycle operations, run against every backend
+in ``QUEUE_BACKENDS`` (as ``tests/test_queue_contract.py``): the digests the
+queue still references, read from one snapshot; trimming dead letters;
+forgetting a flow."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncGenerator
+from typing import Any, cast
+
+import pytest
+
+from mediaflow.queue import NewItem, QueueError, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue.sqlite import TRIM_CHUNK
+from tests.conftest import QueueBackend
+
+A = StreamKey("f1", "a")
+B = StreamKey("f1", "b")
+C = StreamKey("f1", "c")
+OTHER = StreamKey("f2", "x")
+
+
+def digest(name: str) -> str:
+    return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+
+
+def ref_payload(name: str, **extra: Any) -> dict[str, Any]:
+    """An emission payload carrying a reference, as the runner journals one."""
+    ref = {"digest": digest(name), "media_type": "image/jpeg", "size": 1, "meta": {}}
+    return {"src": "cam.image", "port": "image", "value": {"$ref": ref}, "at": 0.0, **extra}
+
+
+def emission(stream: StreamKey, name: str, **options: Any) -> NewItem:
+    return NewItem(stream, "emission", ref_payload(name), **options)
+
+
+async def live(queue: WorkQueue, batch: int = 1000) -> set[str]:
+    found: set[str] = set()
+    async for digests in queue.live_digests(batch=batch):
+        assert all(d.startswith("sha256:") and len(d) == 71 for d in digests)
+        assert len(set(digests)) == len(digests)
+        found.update(digests)
+    return found
+
+
+async def dead(queue: WorkQueue, stream: StreamKey, names: list[str]) -> list[WorkItem]:
+    stored = await queue.enqueue([emission(stream, n) for n in names], claim_for="c")
+    for item in stored:
+        await queue.dead_letter(item, f"failed on {item.payload['value']['$ref']['digest']}")
+    return stored
+
+
+# -- live digests --------------------------------------------------------------
+
+
+async def test_an_empty_queue_holds_no_digests(queue: WorkQueue) -> None:
+    assert await live(queue) == set()
+
+
+async def test_live_digests_cover_every_state_dead_letters_and_latest(
+    queue: WorkQueue,
+) -> None:
+    await queue.enqueue([emission(A, "ready")])
+    await queue.enqueue([emission(B, "pending")], claim_for="c")
+    await queue.enqueue([emission(A, "delayed", delay_s=3600)])
+    await queue.park("f2")
+    await queue.enqueue([emission(OTHER, "parked")], claim_for="c")
+    await dead(queue, C, ["dead"])
+    await queue.put_latest({("f1", "cam", "image"): {"$ref": {"digest": digest("latest")}}})
+    # Anywhere in the JSON, however nested, and several in one value.
+    nested = {"clips": [{"a": digest("nested1")}, {"b": [digest("nested2")]}]}
+    await queue.enqueue([NewItem(A, "emission", {"value": nested})])
+    # Not digests: wrong case, too short, another algorithm.
+    await queue.enqueue(
+        [
+            NewItem(A, "emission", {"x": digest("upper").upper()}),
+            NewItem(A, "emission", {"x": digest("short")[:60]}),
+            NewItem(A, "emission", {"x": "md5:" + "0" * 64}),
+        ]
+    )
+
+    found = await live(queue, batch=2)
+
+    names = ["ready", "pending", "delayed", "parked", "dead", "latest", "nested1", "nested2"]
+    assert found == {digest(n) for n in names}
+
+
+async def test_acked_items_no_longer_hold_their_digests(queue: WorkQueue) -> None:
+    await queue.enqueue([emission(A, "kept")], claim_for="c")
+    [done] = await queue.enqueue([emission(B, "done")], claim_for="c")
+    await queue.ack([done.entry_id])
+
+    assert await live(queue) == {digest("kept")}
+
+
+@pytest.mark.parametrize("batch", [1, 3, 1000])
+async def test_each_list_is_one_page_of_distinct_digests(queue: WorkQueue, batch: int) -> None:
+    # 10 items, 5 distinct references (each sent twice).
+    await queue.enqueue([emission(A, f"r{i % 5}") for i in range(10)])
+
+    lists = [digests async for digests in queue.live_digests(batch=batch)]
+
+    assert all(len(d) <= batch for d in lists)
+    assert {d for digests in lists for d in digests} == {digest(f"r{i}") for i in range(5)}
+    if batch == 1000:
+        assert len(lists) == 1  # deduplicated within a page
+
+
+async def test_a_forward_during_the_read_never_hides_the_reference(
+    queue_backend: QueueBackend,
+) -> None:
+    """A node forwards a reference (enqueues its output and acks its input in one
+    transaction) from another handle while live_digests is half-way: the reference
+    is reported, from its old place or its new one."""
+    queue, node = queue_backend.open(), queue_backend.open()
+    # Three streams created in this order, the forwarded reference in the last;
+    # its new place is the first stream, which the read has already passed.
+    await queue.enqueue([emission(A, "filler-a")])
+    await queue.enqueue([emission(B, "filler-b")])
+    [held] = await queue.enqueue([emission(C, "forwarded")], claim_for="node")
+    before = await live(queue)
+    assert digest("forwarded") in before
+
+    found: set[str] = set()
+    pages = 0
+    async for digests in queue.live_digests(batch=1):
+        found.update(digests)
+        pages += 1
+        if pages == 2:
+            stored = await node.enqueue([emission(A, "forwarded")], ack=[held.entry_id])
+            assert len(stored) == 1
+    assert digest("forwarded") in found
+    # The forward did land: a fresh read finds the reference in its new place only.
+    assert await live(queue) == before
+
+
+async def test_a_read_closed_early_ends_its_snapshot(queue_backend: QueueBackend) -> None:
+    queue, other = queue_backend.open(), queue_backend.open()
+    await queue.enqueue([emission(A, f"r{i}") for i in range(5)])
+    reader = cast(AsyncGenerator[list[str], None], queue.live_digests(batch=1))
+    first = await anext(reader)
+    await reader.aclose()
+
+    assert len(first) == 1
+    # Writes go on, and a new read sees them.
+    await other.enqueue([emission(B, "later")])
+    assert digest("later") in await live(queue)
+
+
+# -- dead letters --------------------------------------------------------------
+
+
+async def test_trim_dead_letters_by_age(queue: WorkQueue) -> None:
+    await dead(queue, A, ["old1", "old2"])
+    cutoff = time.time()
+    time.sleep(0.01)
+    await dead(queue, A, ["new"])
+
+    assert await queue.trim_dead_letters(before=cutoff, keep_per_flow=100) == 2
+
+    letters = await queue.dead_letters()
+    assert [d.item.payload["value"]["$ref"]["digest"] for d in letters] == [digest("new")]
+    assert await live(queue) == {digest("new")}
+
+
+@pytest.mark.parametrize(("keep", "left"), [(0, 0), (2, 2), (5, 5), (9, 5)])
+async def test_trim_dead_letters_keeps_the_newest_per_flow(
+    queue: WorkQueue, keep: int, left: int
+) -> None:
+    await dead(queue, A, [f"a{i}" for i in range(5)])
+    await dead(queue, OTHER, [f"x{i}" for i in range(5)])
+
+    trimmed = await queue.trim_dead_letters(before=0.0, keep_per_flow=keep)
+
+    assert trimmed == 2 * (5 - left)
+    for flow, prefix in (("f1", "a"), ("f2", "x")):
+        letters = await queue.dead_letters(flow)
+        kept = [d.item.payload["value"]["$ref"]["digest"] for d in letters]
+        assert kept == [digest(f"{prefix}{i}") for i in reversed(range(5 - left, 5))]
+
+
+async def test_trim_dead_letters_leaves_items_and_latest_alone(queue: WorkQueue) -> None:
+    await queue.enqueue([emission(A, "waiting")])
+    await queue.put_latest({("f1", "cam", "image"): digest("latest")})
+    await dead(queue, B, ["dead"])
+
+    assert await queue.trim_dead_letters(before=time.time() + 1, keep_per_flow=0) == 1
+
+    assert await live(queue) == {digest("waiting"), digest("latest")}
+
+
+# -- forgetting a flow ---------------------------------------------------------
+
+
+async def test_forget_flow_drops_its_latest_values_and_dead_letters(queue: WorkQueue) -> None:
+    await queue.put_latest(
+        {
+            ("f1", "cam", "image"): digest("f1-latest"),
+            ("f1", "mic", "audio"): 1,
+            ("f2", "cam", "image"): digest("f2-latest"),
+        }
+    )
+    await dead(queue, A, ["f1-dead1", "f1-dead2"])
+    await dead(queue, OTHER, ["f2-dead"])
+
+    assert await queue.forget_flow("f1") == {"latest": 2, "dead_letters": 2}
+
+    assert await queue.latest("f1") == {}
+    assert await queue.dead_letters("f1") == []
+    assert await live(queue) == {digest("f2-latest"), digest("f2-dead")}
+    assert await queue.forget_flow("f1") == {"latest": 0, "dead_letters": 0}
+    assert await queue.forget_flow("never-seen") == {"latest": 0, "dead_letters": 0}
+
+
+@pytest.mark.parametrize("state", ["ready", "pending", "delayed", "parked"])
+async def test_forget_flow_refuses_while_items_wait(queue: WorkQueue, state: str) -> None:
+    await queue.put_latest({("f1", "cam", "image"): digest("latest")})
+    if state == "parked":
+        await queue.park("f1")
+    await queue.enqueue(
+        [emission(A, "waiting", delay_s=3600 if state == "delayed" else 0.0)],
+        claim_for="c" if state in ("pending", "parked") else None,
+    )
+
+    with pytest.raises(QueueError, match=r"flow 'f1' still has 1 item\(s\) waiting"):
+        await queue.forget_flow("f1")
+
+    assert await queue.latest("f1") == {("cam", "image"): digest("latest")}
+    # Its items are no obstacle to forgetting another flow.
+    await queue.put_latest({("f2", "cam", "image"): digest("f2-latest")})
+    assert await queue.forget_flow("f2") == {"latest": 1, "dead_letters": 0}
+
+
+async def test_forget_flow_after_its_items_are_acked(queue: WorkQueue) -> None:
+    [item] = await queue.enqueue([emission(A, "done")], claim_for="c")
+    await queue.ack([item.entry_id])
+    await queue.put_latest({("f1", "cam", "image"): digest("done")})
+
+    assert await queue.forget_flow("f1") == {"latest": 1, "dead_letters": 0}
+    assert await live(queue) == set()
+
+
+# -- SQLite specifics ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("queue_backend", ["sqlite"], indirect=True)
+async def test_sqlite_trims_a_large_backlog_in_short_transactions(queue: WorkQueue) -> None:
+    count = TRIM_CHUNK * 2 + 10
+    for start in range(0, count, 500):
+        stored = await queue.enqueue(
+            [emission(A, f"d{i}") for i in range(start, min(start + 500, count))], claim_for="c"
+        )
+        for item in stored:
+            await queue.dead_letter(item, "x")
+
+    assert await queue.trim_dead_letters(before=0.0, keep_per_flow=3) == count - 3
+
+    assert len(await queue.dead_letters("f1", limit=10)) == 3
+
+
+@pytest.mark.parametrize("queue_backend", ["sqlite"], indirect=True)
+async def test_sqlite_a_closed_queue_refuses_live_digests(queue: WorkQueue) -> None:
+    await queue.close()
+    with pytest.raises(QueueError, match="closed"):
+        await live(queue)
+
+
+@pytest.mark.parametrize("queue_backend", ["sqlite"], indirect=True)
+async def test_sqlite_trim_refuses_a_negative_keep(queue: WorkQueue) -> None:
+    with pytest.raises(ValueError, match="keep_per_flow"):
+        await queue.trim_dead_letters(before=0.0, keep_per_flow=-1)
+
+
+@pytest.mark.parametrize("queue_backend", ["sqlite"], indirect=True)
+async def test_sqlite_checkpoints_do_not_wait_for_an_open_snapshot(
+    queue: WorkQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RESTART checkpoint would wait for the sweep's read (holding this handle's
+    writers off meanwhile): while one is open only PASSIVE checkpoints run, and the
+    WAL starts over once it ends."""
+    from mediaflow.queue import SqliteQueue
+    from mediaflow.queue.sqlite_db import CHECKPOINT_EVERY, SqliteDb
+
+    assert isinstance(queue, SqliteQueue)
+    modes: list[tuple[str, bool]] = []
+    real = SqliteDb._checkpoint
+
+    def checkpoint(self: SqliteDb, mode: Any) -> None:
+        modes.append((mode, self.snapshot_reads > 0))
+        real(self, mode)
+
+    monkeypatch.setattr(SqliteDb, "_checkpoint", checkpoint)
+
+    async def churn(n: int) -> None:
+        for i in range(n):
+            [item] = await queue.enqueue([emission(B, f"c{i}")], claim_for="c")
+            await queue.ack([item.entry_id])
+            if i % 100 == 0:
+                await asyncio.sleep(0.005)  # let the background checkpoint finish
+
+    await queue.enqueue([emission(A, f"r{i}") for i in range(3)])
+    reader = cast(AsyncGenerator[list[str], None], queue.live_digests(batch=1))
+    await anext(reader)
+    await churn(CHECKPOINT_EVERY * 3)
+    await reader.aclose()
+    assert ("PASSIVE", True) in modes
+    assert ("RESTART", True) not in modes
+    await churn(CHECKPOINT_EVERY * 3)
+    assert ("RESTART", False) in modes
