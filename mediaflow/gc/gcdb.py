@@ -128,8 +128,22 @@ class GcDb:
         )
         return {digest for (digest,) in rows}
 
-    def drop_expired_keeps(self, now: float) -> int:
-        return self._conn.execute("DELETE FROM run_artifact WHERE expires_at <= ?", (now,)).rowcount
+    def expired_keeps(self, now: float, cutoff: float, *, drop: bool) -> int:
+        """Count (and with ``drop``, delete) the keeps that have run out.
+
+        A keep whose artifact is still in its grace (saved at or after ``cutoff``)
+        stays until the artifact goes, so the sweep that deletes it still knows
+        it was a recording whose retention ended.
+        """
+        where = (
+            "expires_at <= :now AND NOT EXISTS (SELECT 1 FROM artifacts AS a"
+            " WHERE a.digest = run_artifact.digest AND a.saved_at >= :cutoff)"
+        )
+        params = {"now": now, "cutoff": cutoff}
+        if drop:
+            return self._conn.execute(f"DELETE FROM run_artifact WHERE {where}", params).rowcount
+        found = self._conn.execute(f"SELECT COUNT(*) FROM run_artifact WHERE {where}", params)
+        return int(found.fetchone()[0])
 
     # -- what may go --------------------------------------------------------
 

@@ -214,7 +214,7 @@ class _Sweep:
         await asyncio.to_thread(self.store.total_bytes)  # creates or migrates the schema
         db = await asyncio.to_thread(GcDb, self.store.db_path)
         try:
-            await asyncio.to_thread(self._expire_keeps, db)
+            await asyncio.to_thread(self._expire_keeps, db, cutoff)
             await self._read_live(db)
             if not cap_only:
                 await asyncio.to_thread(self._clean_orphans, db)
@@ -233,12 +233,9 @@ class _Sweep:
 
     # -- steps ---------------------------------------------------------------
 
-    def _expire_keeps(self, db: GcDb) -> None:
+    def _expire_keeps(self, db: GcDb, cutoff: Cutoff) -> None:
         self.report.retention = db.expired_recordings(self.now)
-        if self.dry_run:
-            self.report.keeps_expired = len(self.report.retention)
-        else:
-            self.report.keeps_expired = db.drop_expired_keeps(self.now)
+        self.report.keeps_expired = db.expired_keeps(self.now, cutoff.at, drop=not self.dry_run)
 
     async def _read_live(self, db: GcDb) -> None:
         async for batch in self.queue.live_digests():
