@@ -9,6 +9,7 @@ thread, one thread at a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,6 +29,17 @@ _UNEXPIRED_KEEP = (
 )
 _LIVE = "SELECT 1 FROM live l WHERE l.digest = a.digest"
 
+# The collect step takes every candidate, so it walks the table in its own (digest)
+# order: each lookup then lands next to the last one, and a batch's files share
+# fan-out directories. Several times faster than age order on a million rows.
+_UNREFERENCED = f"""
+SELECT a.digest, a.size, a.created_at, a.saved_at FROM artifacts AS a
+WHERE a.digest > :after
+  AND a.saved_at < :cutoff AND NOT EXISTS ({_LIVE}) AND NOT EXISTS ({_UNEXPIRED_KEEP})
+ORDER BY a.digest LIMIT :limit
+"""
+
+# The cap takes only as much as it must, oldest first.
 _CANDIDATES = f"""
 SELECT a.digest, a.size, a.created_at, a.saved_at FROM artifacts AS a
 WHERE (a.created_at, a.digest) > (:after_at, :after)
@@ -82,6 +94,13 @@ class Deleted:
         return sum(c.size for c in self.digests)
 
 
+def _file_of(store: ArtifactStore, digest: str) -> str:
+    """``store.path_for(digest)`` as a string, the same layout without building Paths:
+    those cost ~6 us a victim (a sixth of a small artifact's deletion)."""
+    hex_digits = digest[len("sha256:") :]
+    return os.path.join(store.artifacts_dir, hex_digits[0:2], hex_digits[2:4], hex_digits)
+
+
 class GcDb:
     """One sweep's connection. Use from one thread at a time; :meth:`close` when done."""
 
@@ -92,6 +111,9 @@ class GcDb:
         self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._conn.execute("PRAGMA temp_store = FILE")
         self._conn.execute("PRAGMA cache_size = -8000")  # 8 MB, whatever the store's size
+        # As the store's own connections: a power cut may lose the last deletions'
+        # commits (their files are gone; the next sweep removes the rows), never corrupt.
+        self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute("CREATE TEMP TABLE live (digest TEXT PRIMARY KEY) WITHOUT ROWID")
 
     def close(self) -> None:
@@ -146,6 +168,11 @@ class GcDb:
         return int(found.fetchone()[0])
 
     # -- what may go --------------------------------------------------------
+
+    def unreferenced(self, cutoff: float, now: float) -> Iterator[list[Candidate]]:
+        """Every unreferenced artifact saved before ``cutoff``, in digest order, a page
+        at a time (keyset paging: the caller may delete each page first)."""
+        yield from self._pages(_UNREFERENCED, cutoff, now)
 
     def candidates(self, cutoff: float, now: float) -> Iterator[list[Candidate]]:
         """Unreferenced artifacts saved before ``cutoff``, oldest first, a page at a time.
@@ -215,7 +242,7 @@ class GcDb:
         recordings: bool,
         done: Deleted,
     ) -> bool:
-        path = store.path_for(victim.digest)
+        path = _file_of(store, victim.digest)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -230,7 +257,8 @@ class GcDb:
             if self._conn.execute(_DELETE_ROW, params).rowcount != 1:
                 return False
             if fd >= 0:
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
             return True
         finally:
             if fd >= 0:

@@ -30,29 +30,22 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _CHECK = 500  # digests looked up per query
 
 
-def stray_files(artifacts_dir: Path) -> Iterator[tuple[str, int, float]]:
-    """Every artifact file as (digest, size, mtime), directory by directory."""
+def artifact_files(artifacts_dir: Path) -> Iterator[tuple[str, str]]:
+    """Every artifact file as (digest, path), directory by directory; nothing is statted."""
     for top in _subdirs(artifacts_dir):
         for leaf in _subdirs(top):
             try:
-                entries = list(os.scandir(leaf))
+                names = os.listdir(leaf)
             except FileNotFoundError:
                 continue
-            for entry in entries:
-                if _HEX64.fullmatch(entry.name) is None:
-                    continue
-                try:
-                    stat = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # a sweep or a crash cleanup took it
-                yield "sha256:" + entry.name, stat.st_size, stat.st_mtime
+            for name in names:
+                if _HEX64.fullmatch(name) is not None:
+                    yield "sha256:" + name, os.path.join(leaf, name)
 
 
-def _subdirs(path: Path) -> list[Path]:
+def _subdirs(path: Path | str) -> list[str]:
     try:
-        return sorted(
-            Path(e.path) for e in os.scandir(path) if e.is_dir() and _HEX2.fullmatch(e.name)
-        )
+        return sorted(e.path for e in os.scandir(path) if e.is_dir() and _HEX2.fullmatch(e.name))
     except FileNotFoundError:
         return []
 
@@ -60,13 +53,13 @@ def _subdirs(path: Path) -> list[Path]:
 def adopt_strays(db: GcDb, store: ArtifactStore) -> tuple[int, int]:
     """Record every file that has no row; return (files seen, files adopted).
 
-    Lookups run in pages without a lock; only the adoption itself holds savers
-    off, and it re-checks, so a save finishing meanwhile keeps its own row
-    (its media type, its saved time).
+    Lookups run in pages without a lock, and only files without a row are
+    statted; the adoption itself holds savers off and re-checks, so a save
+    finishing meanwhile keeps its own row (its media type, its saved time).
     """
     seen = adopted = 0
-    page: list[tuple[str, int, float]] = []
-    for found in stray_files(store.artifacts_dir):
+    page: list[tuple[str, str]] = []
+    for found in artifact_files(store.artifacts_dir):
         page.append(found)
         seen += 1
         if len(page) >= _CHECK:
@@ -77,13 +70,21 @@ def adopt_strays(db: GcDb, store: ArtifactStore) -> tuple[int, int]:
     return seen, adopted
 
 
-def _adopt_page(db: GcDb, store: ArtifactStore, page: list[tuple[str, int, float]]) -> int:
-    missing = set(db.unrecorded([digest for digest, _, _ in page]))
+def _adopt_page(db: GcDb, store: ArtifactStore, page: list[tuple[str, str]]) -> int:
+    missing = set(db.unrecorded([digest for digest, _ in page]))
     if not missing:
         return 0
     with store.save_lock.exclusive():
         still = set(db.unrecorded(sorted(missing)))
-        return db.adopt([row for row in page if row[0] in still]) if still else 0
+        rows = []
+        for digest, path in page:
+            if digest in still:
+                try:
+                    stat = os.lstat(path)
+                except FileNotFoundError:
+                    continue  # a crash cleanup took it
+                rows.append((digest, stat.st_size, stat.st_mtime))
+        return db.adopt(rows) if rows else 0
 
 
 def sweep_temp(store: ArtifactStore, older_than_s: float, *, dry_run: bool = False) -> int:

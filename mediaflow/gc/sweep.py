@@ -11,7 +11,7 @@ One sweep, in order:
    backend (:meth:`~mediaflow.queue.contract.WorkQueue.live_digests`), into a
    table on disk.
 4. Adopt stray files and remove stale temp files (:mod:`mediaflow.gc.orphans`).
-5. Delete, oldest first, every artifact saved before the cutoff that no
+5. Delete every artifact saved before the cutoff that no
    unexpired keep and no live message holds, in batches that hold savers off.
 6. Over the cap: evict kept recordings, oldest first, then unreferenced
    artifacts saved before the pins (the grace no longer protects them), never
@@ -251,7 +251,7 @@ class _Sweep:
         )
 
     def _collect(self, db: GcDb, cutoff: Cutoff) -> None:
-        for batch in _batches(db.candidates(cutoff.at, self.now)):
+        for batch in _batches(db.unreferenced(cutoff.at, self.now)):
             gone = self._delete(db, batch, cutoff.at, recordings=False)
             self.report.deleted += len(gone)
             self.report.freed_bytes += sum(c.size for c in gone)
@@ -265,6 +265,8 @@ class _Sweep:
         if self.dry_run:
             stored -= self.report.freed_bytes  # what the collect step would have freed
         excess = cap_excess(stored, self.settings.max_bytes)
+        if excess <= 0:
+            return
         for recordings, pages in (
             (True, db.recordings(cap_cutoff.at, self.now)),
             (False, db.candidates(cap_cutoff.at, self.now)),
