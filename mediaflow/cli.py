@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mediaflow import cli_demo, cli_devices, cli_gc, cli_serve, eventloop
-from mediaflow.cli_args import seconds
+from mediaflow.cli_args import add_data_option, seconds
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='write one line per emitted value to stdout: {"node", "port", "value"}',
     )
     cli_serve.add_server_options(run, port_default=None)
-    _add_data(run)
+    add_data_option(run)
     cli_serve.add_parser(sub, parents=[common])
     cli_devices.add_parser(sub, parents=[common])
     cli_demo.add_parser(sub, parents=[common])
@@ -87,16 +87,6 @@ def _add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", default=default, help="only errors on stderr"
-    )
-
-
-def _add_data(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
     )
 
 

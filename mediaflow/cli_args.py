@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from mediaflow.config import default_data_dir
 
 
 def seconds(text: str) -> float:
@@ -14,3 +17,14 @@ def seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError("the duration must be positive")
     return value
+
+
+def add_data_option(parser: argparse.ArgumentParser) -> None:
+    """``--data DIR``, which every command takes (None: ``default_data_dir()``)."""
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
+    )

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mediaflow import eventloop
+from mediaflow.cli_args import add_data_option
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.session import owner_alive
 from mediaflow.engine.state_store import StateStore
@@ -86,13 +87,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         help="first drop flow NAME's latest values, dead letters and ended run records "
         "(refused while it runs or has items waiting), so its artifacts can go",
     )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
-    )
+    add_data_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,10 +23,10 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mediaflow import eventloop
+from mediaflow.cli_args import add_data_option
 from mediaflow.config import ConfigError, default_data_dir
 
 if TYPE_CHECKING:
@@ -88,13 +88,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         default=os.environ.get("MEDIAFLOW_QUEUE"),
         help="work queue to report on (default: $MEDIAFLOW_QUEUE or SQLite in the data dir)",
     )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=f"store, queue and state directory (default: $MEDIAFLOW_DATA or {default_data_dir()})",
-    )
+    add_data_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,6 +44,7 @@ from mediaflow.gc.settings import GcSettings
 from mediaflow.queue.contract import WorkQueue
 from mediaflow.store import ArtifactStore
 from mediaflow.store.locks import Busy, exclusive_or_busy
+from mediaflow.store.metadata import SweepWork
 
 EventSink = Callable[[str, Mapping[str, Any]], None]
 DAY_S = 86400.0
@@ -334,12 +335,14 @@ class _Sweep:
     def _count(self) -> None:
         report = self.report
         self.store.add_gc_counters(
-            deleted=report.deleted,
-            freed_bytes=report.freed_bytes,
-            evicted=report.evicted,
-            evicted_bytes=report.evicted_bytes,
-            swept_at=report.started_at,
-            took_s=report.duration_s,
+            SweepWork(
+                deleted=report.deleted,
+                freed_bytes=report.freed_bytes,
+                evicted=report.evicted,
+                evicted_bytes=report.evicted_bytes,
+                swept_at=report.started_at,
+                took_s=report.duration_s,
+            )
         )
 
     # -- telling -------------------------------------------------------------

@@ -33,7 +33,7 @@ from mediaflow.media import MediaError, MediaRef, check_digest, check_media_type
 from mediaflow.store.errors import ArtifactNotFound, raise_if_full
 from mediaflow.store.files import PartFile, place, read_chunks, sweep_parts
 from mediaflow.store.locks import SaveLock
-from mediaflow.store.metadata import GcCounters, Metadata, Row, StoreTotals
+from mediaflow.store.metadata import GcCounters, Metadata, Row, StoreTotals, SweepWork
 from mediaflow.store.streams import Chunk, check_chunk, fill_part
 
 SyncSource: TypeAlias = Chunk | str | os.PathLike[str] | Iterable[Chunk]
@@ -334,25 +334,9 @@ class ArtifactStore:
         """What sweeps of this store did, over every process. Blocking."""
         return self._meta.gc_counters()
 
-    def add_gc_counters(
-        self,
-        *,
-        deleted: int,
-        freed_bytes: int,
-        evicted: int,
-        evicted_bytes: int,
-        swept_at: float,
-        took_s: float,
-    ) -> None:
+    def add_gc_counters(self, work: SweepWork) -> None:
         """Add one sweep's work to :meth:`gc_counters`. Blocking."""
-        self._meta.add_gc_counters(
-            deleted=deleted,
-            freed_bytes=freed_bytes,
-            evicted=evicted,
-            evicted_bytes=evicted_bytes,
-            swept_at=swept_at,
-            took_s=took_s,
-        )
+        self._meta.add_gc_counters(work)
 
     def close(self) -> None:
         """Close the metadata connection. Idempotent; a later call reopens it."""

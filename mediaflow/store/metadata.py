@@ -63,6 +63,18 @@ class GcCounters:
     last_sweep_s: float | None
 
 
+@dataclass(frozen=True)
+class SweepWork:
+    """One sweep's work, added to :class:`GcCounters`."""
+
+    deleted: int
+    freed_bytes: int
+    evicted: int
+    evicted_bytes: int
+    swept_at: float
+    took_s: float
+
+
 def _enable_wal(conn: sqlite3.Connection) -> None:
     """Switch to WAL, retrying while another process holds the database.
 
@@ -261,22 +273,20 @@ class Metadata:
         ).fetchone()
         return GcCounters(*found)
 
-    def add_gc_counters(
-        self,
-        *,
-        deleted: int,
-        freed_bytes: int,
-        evicted: int,
-        evicted_bytes: int,
-        swept_at: float,
-        took_s: float,
-    ) -> None:
+    def add_gc_counters(self, work: SweepWork) -> None:
         self._run(
             "UPDATE gc_counters SET sweeps = sweeps + 1, deleted = deleted + ?,"
             " freed_bytes = freed_bytes + ?, evicted = evicted + ?,"
             " evicted_bytes = evicted_bytes + ?, last_sweep_at = ?, last_sweep_s = ?"
             " WHERE id = 1",
-            (deleted, freed_bytes, evicted, evicted_bytes, swept_at, took_s),
+            (
+                work.deleted,
+                work.freed_bytes,
+                work.evicted,
+                work.evicted_bytes,
+                work.swept_at,
+                work.took_s,
+            ),
         )
 
     def close(self) -> None:
