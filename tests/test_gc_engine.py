@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+import mediaflow
 from mediaflow import Context, FlowBuilder, FlowSession, MediaRef, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.context import HOLD_S
@@ -20,6 +21,7 @@ from mediaflow.engine.pins import STALE_PIN_S, Pins
 from mediaflow.engine.state_store import StateStore
 from mediaflow.queue import SqliteQueue, WorkItem
 from mediaflow.queue.contract import NewItem
+from mediaflow.store import ArtifactStore, current_store
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
 DAY = 86400.0
@@ -517,3 +519,31 @@ async def test_a_reference_forwarded_to_an_unread_port_lands_with_the_ack(
             if entry in forwarded:
                 # The forwarded reference is durable no later than its input's ack.
                 assert forwarded[entry] in committed
+
+
+class ModuleSaver(Node):
+    """Saves with the module-level ``mediaflow.save_artifact``, in the task and in a thread."""
+
+    outputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
+
+    async def run(self, ctx: Context) -> None:
+        ref = await mediaflow.save_artifact(b"saved with the module function", "audio/wav")
+        await ctx.emit("audio", ref)
+        threaded = await asyncio.to_thread(
+            lambda: current_store().save_sync(b"and from a thread", "audio/wav")
+        )
+        await ctx.emit("audio", threaded)
+
+
+async def test_the_module_save_artifact_saves_into_the_flows_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEDIAFLOW_DATA", str(tmp_path / "elsewhere"))
+    flow = FlowBuilder("module-save").add("src", ModuleSaver)
+    async with FlowSession(flow.build(), tmp_path / "flow") as session:
+        assert await asyncio.wait_for(session.wait(until_idle=True), 30) == "idle"
+    with ArtifactStore(tmp_path / "flow") as store:
+        assert store.total_bytes() == len(b"saved with the module function") + len(
+            b"and from a thread"
+        )
+    assert not (tmp_path / "elsewhere").exists()

@@ -76,7 +76,7 @@ from mediaflow.engine.ticks import (
 from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, check_port_value, decode_value, encode_value
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem, WorkQueue
-from mediaflow.store import ArtifactStore
+from mediaflow.store import ArtifactStore, use_store
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -224,16 +224,19 @@ class FlowRunner:
         next on this node; yields to other tasks every few items."""
         stream = item.stream
         streak = 0
-        while True:
-            await self._run_item(item, attempt)
-            next_item = self._next_item.pop(stream, None)
-            if next_item is None:
-                return
-            item, attempt = next_item
-            streak += 1
-            if streak >= YIELD_EVERY:
-                streak = 0
-                await asyncio.sleep(0)
+        # ``mediaflow.save_artifact`` without a store saves into the flow's (this
+        # task's context only; threads started with ``to_thread`` inherit it).
+        with use_store(self.store):
+            while True:
+                await self._run_item(item, attempt)
+                next_item = self._next_item.pop(stream, None)
+                if next_item is None:
+                    return
+                item, attempt = next_item
+                streak += 1
+                if streak >= YIELD_EVERY:
+                    streak = 0
+                    await asyncio.sleep(0)
 
     async def _run_item(self, item: WorkItem, attempt: int) -> None:
         node_id = item.stream.node

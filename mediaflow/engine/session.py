@@ -34,7 +34,7 @@ from mediaflow.engine.ticks import ItemsArrivedTick, PauseTick, ResumeTick, Step
 from mediaflow.flows import FlowSpec
 from mediaflow.queue import open_queue
 from mediaflow.queue.contract import NewItem, StreamKey, WorkQueue
-from mediaflow.store import ArtifactStore
+from mediaflow.store import ArtifactStore, use_store
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -160,7 +160,8 @@ class FlowSession:
                 runner.nodes[node_id] = node
                 ctx = RunContext(runner, node_id, {}, None)
                 try:
-                    await node.setup(ctx)
+                    with use_store(runner.store):
+                        await node.setup(ctx)
                 finally:
                     ctx.release_pins()  # what setup saved and did not keep, it dropped
         except BaseException:
