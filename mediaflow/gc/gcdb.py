@@ -28,22 +28,26 @@ _UNEXPIRED_KEEP = (
     " AND (k.expires_at IS NULL OR k.expires_at > :now)"
 )
 _LIVE = "SELECT 1 FROM live l WHERE l.digest = a.digest"
+_HOLD = (
+    "SELECT 1 FROM run_artifact h WHERE h.digest = a.digest AND h.kind = 'hold'"
+    " AND (h.expires_at IS NULL OR h.expires_at > :now)"
+)
+# What nothing protects but its age: the rule every deletion checks.
+_COLLECTABLE = f"a.saved_at < :cutoff AND NOT EXISTS ({_LIVE}) AND NOT EXISTS ({_UNEXPIRED_KEEP})"
 
 # The collect step takes every candidate, so it walks the table in its own (digest)
 # order: each lookup then lands next to the last one, and a batch's files share
 # fan-out directories. Several times faster than age order on a million rows.
 _UNREFERENCED = f"""
 SELECT a.digest, a.size, a.created_at, a.saved_at FROM artifacts AS a
-WHERE a.digest > :after
-  AND a.saved_at < :cutoff AND NOT EXISTS ({_LIVE}) AND NOT EXISTS ({_UNEXPIRED_KEEP})
+WHERE a.digest > :after AND {_COLLECTABLE}
 ORDER BY a.digest LIMIT :limit
 """
 
 # The cap takes only as much as it must, oldest first.
 _CANDIDATES = f"""
 SELECT a.digest, a.size, a.created_at, a.saved_at FROM artifacts AS a
-WHERE (a.created_at, a.digest) > (:after_at, :after)
-  AND a.saved_at < :cutoff AND NOT EXISTS ({_LIVE}) AND NOT EXISTS ({_UNEXPIRED_KEEP})
+WHERE (a.created_at, a.digest) > (:after_at, :after) AND {_COLLECTABLE}
 ORDER BY a.created_at, a.digest LIMIT :limit
 """
 
@@ -53,9 +57,7 @@ _RECORDINGS = f"""
 SELECT a.digest, a.size, MIN(r.created_at) AS kept_at, a.saved_at FROM run_artifact AS r
 JOIN artifacts AS a ON a.digest = r.digest
 WHERE r.kind = 'recording' AND (r.expires_at IS NULL OR r.expires_at > :now)
-  AND a.saved_at < :cutoff AND NOT EXISTS ({_LIVE})
-  AND NOT EXISTS (SELECT 1 FROM run_artifact h WHERE h.digest = a.digest AND h.kind = 'hold'
-                  AND (h.expires_at IS NULL OR h.expires_at > :now))
+  AND a.saved_at < :cutoff AND NOT EXISTS ({_LIVE}) AND NOT EXISTS ({_HOLD})
 GROUP BY a.digest HAVING (kept_at, a.digest) > (:after_at, :after)
 ORDER BY kept_at, a.digest LIMIT :limit
 """
@@ -67,10 +69,9 @@ DELETE FROM artifacts AS a WHERE a.digest = :digest AND a.saved_at < :cutoff
 # Only when the row then goes too: not under a hold, nor after a save refreshed the
 # row since the cap chose it (the artifact stays, and so must its keep).
 _DROP_RECORDING_KEEPS = (
-    "DELETE FROM run_artifact WHERE digest = :digest AND kind = 'recording'"
-    " AND NOT EXISTS (SELECT 1 FROM run_artifact h WHERE h.digest = :digest AND h.kind = 'hold'"
-    " AND (h.expires_at IS NULL OR h.expires_at > :now))"
-    " AND EXISTS (SELECT 1 FROM artifacts a WHERE a.digest = :digest AND a.saved_at < :cutoff)"
+    "DELETE FROM run_artifact WHERE digest = :digest AND kind = 'recording' AND EXISTS"
+    f" (SELECT 1 FROM artifacts a WHERE a.digest = :digest AND a.saved_at < :cutoff"
+    f" AND NOT EXISTS ({_HOLD}))"
 )
 
 
@@ -135,9 +136,7 @@ class GcDb:
         """Bytes of artifacts that a live message or an unexpired hold protects."""
         found = self._conn.execute(
             "SELECT COALESCE(SUM(a.size), 0) FROM artifacts AS a WHERE"
-            f" EXISTS ({_LIVE}) OR EXISTS (SELECT 1 FROM run_artifact k"
-            " WHERE k.digest = a.digest AND k.kind = 'hold'"
-            " AND (k.expires_at IS NULL OR k.expires_at > :now))",
+            f" EXISTS ({_LIVE}) OR EXISTS ({_HOLD})",
             {"now": now},
         ).fetchone()
         return int(found[0])

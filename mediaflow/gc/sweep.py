@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,26 +140,19 @@ async def sweep_artifacts(
                 events=events,
             )
             return await sweep.run(cap_only=cap_only)
+    except Busy:  # only the lock raises it
+        raise SweepBusy(data_dir) from None
     finally:
         if owned:
             target.close()
 
 
-@contextmanager
-def _sweep_lock(data_dir: Path, dry_run: bool) -> Iterator[None]:
+def _sweep_lock(data_dir: Path, dry_run: bool) -> AbstractContextManager[None]:
+    """``<data>/gc.lock``, held for the sweep (a dry run changes nothing: no lock)."""
     if dry_run:
-        yield
-        return
+        return nullcontext()
     data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        held = exclusive_or_busy(data_dir / "gc.lock")
-        held.__enter__()
-    except Busy:
-        raise SweepBusy(data_dir) from None
-    try:
-        yield
-    finally:
-        held.__exit__(None, None, None)
+    return exclusive_or_busy(data_dir / "gc.lock")
 
 
 def read_pins(data_dir: Path, lease_s: float) -> list[Pin]:
