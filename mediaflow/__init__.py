@@ -6,10 +6,10 @@ The public API: subclass :class:`Node`, emit :class:`MediaRef` values saved with
 ``mediaflow run``.
 """
 
-from mediaflow.engine.node import Context, ItemInfo, Node
 from mediaflow.engine.session import FlowSession, RunOutcome
 from mediaflow.flows import FlowBuilder, FlowError, FlowSpec, load_flow
 from mediaflow.media import MediaRef, PortKindError
+from mediaflow.node import Context, ItemInfo, Node
 from mediaflow.store import save_artifact
 
 __all__ = [

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from mediaflow.engine.node import Node
 from mediaflow.flows import (
     Edge,
     FlowBuilder,
@@ -30,6 +29,7 @@ from mediaflow.flows import (
     registry,
 )
 from mediaflow.flows.spec import BoundFactory
+from mediaflow.node import Node
 
 FLOWS = Path(__file__).parent / "flows"
 
@@ -262,9 +262,7 @@ def test_name_defaults_to_file_stem() -> None:
 def test_module_next_to_the_flow_file_is_importable(tmp_path: Path) -> None:
     module = f"beside_{tmp_path.name.replace('-', '_')}"
     (tmp_path / f"{module}.py").write_text(
-        "from mediaflow.engine.node import Node\n"
-        "class Beep(Node):\n"
-        "    outputs = {'tone': 'audio'}\n"
+        "from mediaflow.node import Node\nclass Beep(Node):\n    outputs = {'tone': 'audio'}\n"
     )
     flow = tmp_path / "beep.toml"
     flow.write_text(f'[[node]]\nid = "beep"\nuse = "{module}:Beep"\n')
@@ -489,9 +487,7 @@ def test_same_named_module_in_another_flow_dir_is_refused(tmp_path: Path) -> Non
         folder = tmp_path / side
         folder.mkdir()
         (folder / f"{module}.py").write_text(
-            "from mediaflow.engine.node import Node\n"
-            "class Beep(Node):\n"
-            "    outputs = {'tone': 'audio'}\n"
+            "from mediaflow.node import Node\nclass Beep(Node):\n    outputs = {'tone': 'audio'}\n"
         )
         flow = folder / "beep.toml"
         flow.write_text(f'[[node]]\nid = "beep"\nuse = "{module}:Beep"\n')

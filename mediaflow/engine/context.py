@@ -1,4 +1,4 @@
-"""The :class:`~mediaflow.engine.node.Context` a node's ``run`` receives.
+"""The :class:`~mediaflow.node.Context` a node's ``run`` receives.
 
 A context also tracks, for garbage collection, the references its run saved
 and has not yet made durable (see :mod:`mediaflow.engine.pins`): a save pins
@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from mediaflow.engine.node import ItemInfo
 from mediaflow.engine.pins import Held
 from mediaflow.media import MediaRef, decode_value
+from mediaflow.node import ItemInfo
 
 if TYPE_CHECKING:
     from mediaflow.engine.runner import FlowRunner

@@ -55,7 +55,6 @@ from mediaflow.engine.commands import (
 from mediaflow.engine.context import RunContext
 from mediaflow.engine.events import EventBus, LatestThrottle
 from mediaflow.engine.loops import BackgroundLoops
-from mediaflow.engine.node import ItemInfo, Node
 from mediaflow.engine.pins import Held, Pin, Pins
 from mediaflow.engine.reduce import (
     EngineState,
@@ -75,6 +74,7 @@ from mediaflow.engine.ticks import (
 )
 from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, check_port_value, decode_value, encode_value
+from mediaflow.node import ItemInfo, Node
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem, WorkQueue
 from mediaflow.store import ArtifactStore, use_store
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, assert_never
 
-from mediaflow.engine.node import Node
 from mediaflow.flows import registry
 from mediaflow.flows.spec import (
     NAME_RE,
@@ -48,6 +47,7 @@ from mediaflow.flows.validate import (
     declared_ports,
     optional_inputs,
 )
+from mediaflow.node import Node
 
 FLOW_KEYS = frozenset({"name", "retention_days"})
 TOP_LEVEL_KEYS = frozenset({"flow", "node"})

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mediaflow.engine.node import Node
+from mediaflow.node import Node
 
 # Node ids and port names share one shape, so "node.port" splits unambiguously
 # at the dot and ids stay usable in URLs, metric labels and queue keys.

@@ -16,9 +16,9 @@ import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from mediaflow.engine.node import Node
 from mediaflow.flows.spec import NAME_RE, FlowProblem, NodeSpec, PortRef
 from mediaflow.media import KINDS
+from mediaflow.node import Node
 
 # Ports that carry plain JSON values; a ``json`` input reads any of them, since
 # a number or a string is a JSON value (references are not: they are media).

@@ -53,8 +53,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mediaflow.engine.node import Context, Node
 from mediaflow.media import MediaRef
+from mediaflow.node import Context, Node
 from mediaflow.nodes.recorder_mux import ClipAudio, MuxedClip, SegmentFile, mux_clip
 
 AUDIO_NAMES = {"aac": "aac", "libopus": "opus", "opus": "opus"}

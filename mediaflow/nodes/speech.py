@@ -83,8 +83,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from mediaflow.engine.node import Context, Node
 from mediaflow.media import MediaError, MediaRef
+from mediaflow.node import Context, Node
 from mediaflow.nodes.recognizer import (
     PocketSphinxRecognizer,
     Recognizer,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from mediaflow.engine.node import Context, Node
+from mediaflow.node import Context, Node
 
 
 class Ticker(Node):
