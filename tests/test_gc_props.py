@@ -32,7 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from mediaflow.engine.state_store import StateStore
 from mediaflow.gc import SweepReport
-from mediaflow.queue import NewItem, WorkItem
+from mediaflow.queue import EmissionRun, NewItem, StreamKey, WorkItem
 from mediaflow.store import ArtifactNotFound
 from mediaflow.store.artifacts import KEEP_KINDS, KeepKind
 from tests.gc_helpers import GRACE_S, STREAM, GcEnv, digest_of, open_env, owner_here, ref_payload
@@ -44,6 +44,9 @@ SIZES = dict(zip(DIGESTS, (len(p) for p in PAYLOADS), strict=True))
 RUNS = ["rec-1", "rec-2"]
 LATEST_KEYS = [(STREAM.flow, "cam", "image"), (STREAM.flow, "mic", "audio")]
 LONG_AGO_DAYS = 3650.0  # dead letters and run records stay: the model keeps them all
+# Where a node forwards references to: always claimed at once (nothing there is
+# ever ready, nothing in this flow is parked), so the model knows every entry id.
+SINK = StreamKey(STREAM.flow, "sink")
 
 payload_index = st.integers(0, len(PAYLOADS) - 1)
 which = st.integers(0, 1000)  # picks one of a changing set, modulo its size
@@ -145,6 +148,21 @@ class GcMachine(RuleBasedStateMachine):
         entry_id = sorted(self.pending)[pick % len(self.pending)]
         assert self.run(self.env.queue.ack([entry_id])) == 1
         del self.pending[entry_id], self.items[entry_id]
+
+    @precondition(lambda self: self.pending)
+    @rule(pick=which)
+    def forward(self, pick: int) -> None:
+        """A node passes its input's reference on: one commit acks the input and
+        journals the output."""
+        entry_id = sorted(self.pending)[pick % len(self.pending)]
+        digest = self.items[entry_id]
+        value = ref_payload(digest)["value"]
+        run = EmissionRun(SINK, "viewer.image", "image", [value], self.now, claim=1)
+        [out] = self.run(self.env.queue.commit([run], claim_for="viewer-1", ack=[entry_id]))
+        assert digest_in(out.payload) == digest
+        del self.pending[entry_id], self.items[entry_id]
+        self.items[out.entry_id] = digest
+        self.pending[out.entry_id] = out
 
     @precondition(lambda self: self.pending)
     @rule(pick=which)

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from mediaflow.queue import NewItem, QueueError, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue import EmissionRun, NewItem, QueueError, StreamKey, WorkItem, WorkQueue
 from mediaflow.queue.sqlite import TRIM_CHUNK
 from tests.conftest import QueueBackend
 
@@ -35,6 +35,12 @@ def ref_payload(name: str, **extra: Any) -> dict[str, Any]:
 
 def emission(stream: StreamKey, name: str, **options: Any) -> NewItem:
     return NewItem(stream, "emission", ref_payload(name), **options)
+
+
+def emission_run(stream: StreamKey, *names: str, claim: int = 0) -> EmissionRun:
+    """Emissions carrying references, as the runner commits them (see ``ref_payload``)."""
+    values = [ref_payload(name)["value"] for name in names]
+    return EmissionRun(stream, "cam.image", "image", values, 0.0, claim)
 
 
 async def live(queue: WorkQueue, batch: int = 1000) -> set[str]:
@@ -88,12 +94,40 @@ async def test_live_digests_cover_every_state_dead_letters_and_latest(
     assert found == {digest(n) for n in names}
 
 
+async def test_live_digests_cover_committed_values(queue: WorkQueue) -> None:
+    await queue.park("f2")
+    await queue.commit(
+        [
+            emission_run(A, "ready1", "ready2"),
+            emission_run(B, "pending", "left", claim=1),
+            emission_run(OTHER, "parked", claim=1),
+        ],
+        claim_for="c",
+        latest={("f1", "cam", "image"): {"$ref": {"digest": digest("latest")}}},
+    )
+    nested = {"clips": [{"a": digest("nested1")}, {"b": [digest("nested2")]}]}
+    await queue.commit([EmissionRun(C, "x.y", "in", [nested, digest("bare")], 0.0)])
+
+    found = await live(queue, batch=2)
+
+    names = ["ready1", "ready2", "pending", "left", "parked", "latest", "nested1", "nested2"]
+    assert found == {digest(n) for n in [*names, "bare"]}
+
+
 async def test_acked_items_no_longer_hold_their_digests(queue: WorkQueue) -> None:
-    await queue.enqueue([emission(A, "kept")], claim_for="c")
+    [kept] = await queue.enqueue([emission(A, "kept")], claim_for="c")
     [done] = await queue.enqueue([emission(B, "done")], claim_for="c")
     await queue.ack([done.entry_id])
 
     assert await live(queue) == {digest("kept")}
+
+    # Acked by the commit that emits the next reference, then by a commit of acks.
+    [moved] = await queue.commit(
+        [emission_run(C, "moved", claim=1)], claim_for="c", ack=[kept.entry_id]
+    )
+    assert await live(queue) == {digest("moved")}
+    await queue.commit([], ack=[moved.entry_id])
+    assert await live(queue) == set()
 
 
 @pytest.mark.parametrize("batch", [1, 3, 1000])
@@ -109,12 +143,14 @@ async def test_each_list_is_one_page_of_distinct_digests(queue: WorkQueue, batch
         assert len(lists) == 1  # deduplicated within a page
 
 
+@pytest.mark.parametrize("via", ["enqueue", "commit"])
 async def test_a_forward_during_the_read_never_hides_the_reference(
-    queue_backend: QueueBackend,
+    queue_backend: QueueBackend, via: str
 ) -> None:
     """A node forwards a reference (enqueues its output and acks its input in one
-    transaction) from another handle while live_digests is half-way: the reference
-    is reported, from its old place or its new one."""
+    transaction, with ``enqueue`` or ``commit``) from another handle while
+    live_digests is half-way: the reference is reported, from its old place or
+    its new one."""
     queue, node = queue_backend.open(), queue_backend.open()
     # Three streams created in this order, the forwarded reference in the last;
     # its new place is the first stream, which the read has already passed.
@@ -130,8 +166,13 @@ async def test_a_forward_during_the_read_never_hides_the_reference(
         found.update(digests)
         pages += 1
         if pages == 2:
-            stored = await node.enqueue([emission(A, "forwarded")], ack=[held.entry_id])
-            assert len(stored) == 1
+            if via == "enqueue":
+                stored = await node.enqueue([emission(A, "forwarded")], ack=[held.entry_id])
+                assert len(stored) == 1
+            else:
+                run = emission_run(A, "forwarded", claim=1)
+                claimed = await node.commit([run], claim_for="next", ack=[held.entry_id])
+                assert claimed == []  # A's filler is older and ready: not overtaken
     assert digest("forwarded") in found
     # The forward did land: a fresh read finds the reference in its new place only.
     assert await live(queue) == before

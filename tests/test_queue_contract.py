@@ -3,6 +3,9 @@
 Each test uses the ``queue`` fixture (one opened handle) and, where two
 consumers or a reopen are needed, ``queue_backend.open()`` for another handle
 on the same backend. Times are real but short: idle thresholds of ~100 ms.
+Group commits (``commit``) and acks by batch have their part of the suite in
+``tests/test_queue_contract_commit.py``, random interleavings of all of them in
+``tests/test_queue_commit_props.py``.
 """
 
 from __future__ import annotations

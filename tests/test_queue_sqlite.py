@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from mediaflow.queue import (
+    EmissionRun,
     NewItem,
     QueueError,
     QueueUnavailable,
@@ -197,6 +198,69 @@ async def test_a_full_disk_is_unavailable_and_leaves_the_queue_intact(
     assert item.seq == 2  # the failed enqueue left no trace
 
 
+async def test_a_commit_on_a_full_disk_writes_nothing(queue: SqliteQueue) -> None:
+    [held] = await queue.enqueue([NewItem(A, "emission", {"n": 0})], claim_for="c")
+    pages = queue._db.connection.execute("PRAGMA page_count").fetchone()[0]
+    queue._db.connection.execute(f"PRAGMA max_page_count = {pages}")
+
+    big = EmissionRun(B, "up.out", "in", [{"big": "x" * 100_000}] * 3, 0.5, claim=3)
+    with pytest.raises(QueueUnavailable, match="disk full"):
+        await queue.commit(
+            [big], claim_for="c", ack=[held.entry_id], latest={("f", "up", "out"): 1}
+        )
+
+    queue._db.connection.execute("PRAGMA max_page_count = 1073741823")
+    assert await queue.touch("c", [held.entry_id]) == 1  # not acked
+    assert await queue.latest("f") == {}
+    [item] = await queue.commit([EmissionRun(B, "up.out", "in", [1], 0.5, claim=1)], claim_for="c")
+    assert item.seq == 1  # the failed commit left no trace
+    assert (await queue.stats()).acked == 0
+
+
+async def test_committed_rows_are_the_rows_enqueue_writes(queue: SqliteQueue) -> None:
+    """Column by column, bar the id: the same payload JSON (decoded), state, holder,
+    deliveries and times as enqueue's rows for the same payloads and claims."""
+    values: list[Any] = [{"n": 0}, 1 / 3, "text", True, None, [1.5, {"x": 2**70}]]
+    at = time.time() + 1e-7
+    await queue.commit([EmissionRun(A, "up.out", "in", values, at, claim=4)], claim_for="me")
+    await queue.enqueue(
+        [
+            NewItem(
+                B, "emission", {"src": "up.out", "port": "in", "value": v, "at": at}, claim=i < 4
+            )
+            for i, v in enumerate(values)
+        ],
+        claim_for="me",
+    )
+
+    conn = sqlite3.connect(queue.path)
+    rows = conn.execute(
+        "SELECT id, kind, payload, state, available_at, consumer, touched_at IS NULL, "
+        "touched_at = enqueued_at, deliveries FROM items ORDER BY id"
+    ).fetchall()
+    conn.close()
+
+    decoded = [(kind, json.loads(p), *rest) for _, kind, p, *rest in rows]
+    committed, enqueued = decoded[: len(values)], decoded[len(values) :]
+    assert committed == enqueued
+    assert [row[1]["value"] for row in committed] == values
+    assert {row[1]["at"] for row in committed} == {at}
+    assert [row[2] for row in committed] == [1, 1, 1, 1, 0, 0]  # states
+
+
+async def test_a_commit_waits_for_another_process_off_the_loop(queue: SqliteQueue) -> None:
+    hold_write_lock(queue.path, 0.25)
+    ticker = Ticker()
+
+    started = time.monotonic()
+    [item] = await queue.commit([EmissionRun(A, "up.out", "in", [0], 0.5, claim=1)], claim_for="c")
+    waited = time.monotonic() - started
+
+    assert waited >= 0.15 and ticker.stop() >= 10
+    assert (item.seq, item.deliveries) == (1, 1)
+    assert (await queue.stats()).extra["busy_fallbacks"] >= 1
+
+
 async def test_a_closed_queue_says_so(queue: SqliteQueue) -> None:
     await queue.close()
     with pytest.raises(QueueError, match="closed"):
@@ -313,26 +377,32 @@ def _record(item: Any, by: str) -> dict[str, Any]:
         "stream": item.stream.node,
         "seq": item.seq,
         "deliveries": item.deliveries,
-        "payload": dict(item.payload),
+        "payload": dict(item.payload.get("value", item.payload)),  # committed: the value
         "by": by,
     }
 
 
 async def _produce(path: str, p: int, count: int) -> list[dict[str, Any]]:
+    """Producer 0 enqueues, producer 1 commits runs (acking in the same commit)."""
     q = SqliteQueue(path)
     me = f"producer{p}"
     mine: list[dict[str, Any]] = []
     acks: list[str] = []
     for i in range(count):
-        items = [NewItem(A, "emission", {"p": p, "i": i})]
-        if i % 3 == 0:
-            items.append(NewItem(B, "emission", {"p": p, "i": i}))
-        stored = await q.enqueue(items, claim_for=me if i % 2 else None)
+        claim_for = me if i % 2 else None
+        streams = [A, B] if i % 3 == 0 else [A]
+        if p % 2:
+            runs = [EmissionRun(s, "p.out", "in", [{"p": p, "i": i}], 0.0, 1) for s in streams]
+            stored = await q.commit(runs, claim_for=claim_for, ack=acks[:32])
+            del acks[:32]
+        else:
+            items = [NewItem(s, "emission", {"p": p, "i": i}) for s in streams]
+            stored = await q.enqueue(items, claim_for=claim_for)
         for item in stored:
             if item.deliveries:
                 mine.append(_record(item, me))
                 acks.append(item.entry_id)
-        if len(acks) >= 32:
+        if len(acks) >= 32 and not p % 2:
             await q.ack(acks)
             acks = []
     await q.ack(acks)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mediaflow.queue.contract import (
     DeadLetter,
+    EmissionRun,
     ItemKind,
     NewItem,
     QueueError,
@@ -26,6 +27,7 @@ from mediaflow.queue.sqlite import DB_FILENAME, SqliteQueue
 
 __all__ = [
     "DeadLetter",
+    "EmissionRun",
     "ItemKind",
     "NewItem",
     "QueueError",

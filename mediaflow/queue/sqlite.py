@@ -11,51 +11,38 @@ one ``BEGIN IMMEDIATE`` transaction, so two consumers never claim the same
 item. Operations run inline on the event loop while the file is free and move
 to a worker thread while another process holds it (see
 :mod:`mediaflow.queue.sqlite_db`); the SQL of each operation is in
-:mod:`mediaflow.queue.sqlite_tx`.
+:mod:`mediaflow.queue.sqlite_tx`, its parameters are built by
+:mod:`mediaflow.queue.sqlite_rows`, and the storage lifecycle is in
+:mod:`mediaflow.queue.sqlite_lifecycle` and :mod:`mediaflow.queue.sqlite_live`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from mediaflow.queue import sqlite_lifecycle as lifecycle
 from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import (
     DeadLetter,
+    EmissionRun,
     NewItem,
-    QueueError,
     QueueStats,
     StreamBacklog,
     StreamKey,
     WorkItem,
 )
 from mediaflow.queue.sqlite_db import SqliteDb, SyncMode
-from mediaflow.queue.sqlite_live import LiveDigestReader
-from mediaflow.queue.sqlite_tx import Transactions, dumps
+from mediaflow.queue.sqlite_lifecycle import TRIM_CHUNK as TRIM_CHUNK
+from mediaflow.queue.sqlite_live import live_digests
+from mediaflow.queue.sqlite_rows import dumps, id_ranges, latest_rows, parse_ids, run_rows
+from mediaflow.queue.sqlite_tx import Transactions
 
 DB_FILENAME: Final = "queue.sqlite3"
-# Dead letters deleted per transaction by trim_dead_letters: each runs inline
-# on the loop thread, so a large trim is many short transactions, not one long one.
-TRIM_CHUNK: Final = 2000
-
-
-def _parse_ids(entry_ids: Sequence[str]) -> list[tuple[int]]:
-    """Entry ids as statement parameters, once each; ids this backend never issued
-    are dropped (unknown ids are ignored by contract)."""
-    ids: dict[int, None] = {}
-    for entry_id in entry_ids:
-        try:
-            entry = int(entry_id)
-        except ValueError:
-            continue
-        if 0 < entry < 1 << 63:  # SQLite integers are 64-bit signed
-            ids[entry] = None
-    return [(i,) for i in ids]
 
 
 class SqliteQueue:
@@ -130,19 +117,13 @@ class SqliteQueue:
             if latest:
                 await self.put_latest(latest)
             return []
-        latest_rows = _latest_rows(latest)
+        rows = latest_rows(latest)
         payloads = [
             dumps(item.payload if isinstance(item.payload, dict) else dict(item.payload))
             for item in items
         ]
         stored = await self._db.run(
-            self._tx.enqueue,
-            items,
-            payloads,
-            claim_for,
-            time.time(),
-            _parse_ids(ack),
-            latest_rows,
+            self._tx.enqueue, items, payloads, claim_for, time.time(), id_ranges(ack), rows
         )
         for item in stored:
             if item.deliveries == 0:  # ready (or delayed): a waiting claim may want it
@@ -150,9 +131,41 @@ class SqliteQueue:
                 break
         return stored
 
+    async def commit(
+        self,
+        runs: Sequence[EmissionRun],
+        *,
+        claim_for: str | None = None,
+        ack: Sequence[str] = (),
+        latest: Mapping[tuple[str, str, str], Any] | None = None,
+    ) -> list[WorkItem]:
+        """See :meth:`WorkQueue.commit`.
+
+        Per run, one ``json`` encode of its values and one INSERT from which
+        SQLite builds the rows (floats, booleans and strings at the top level
+        of a value cost one more encode each: see
+        :func:`~mediaflow.queue.sqlite_rows.values_json`); acks are deleted by
+        ranges of consecutive ids. Values are stored as ``json`` writes them,
+        NaN and infinities as ``NaN`` and ``Infinity`` (as :meth:`enqueue` does).
+        Like every method it runs on the loop thread while the file is free:
+        ~4.5 µs per value with runs of 64 and the previous batch acked (measured,
+        against ~11 µs through :meth:`enqueue`), so ~0.3 ms for such a commit.
+        """
+        todo = run_rows(runs)
+        acks = id_ranges(ack) if ack else []
+        rows = latest_rows(latest)
+        if not (todo or acks or rows):
+            return []
+        claimed, left_ready = await self._db.run(
+            self._tx.commit, todo, claim_for, time.time(), acks, rows
+        )
+        if left_ready:  # a waiting claim may want it
+            self._made_claimable()
+        return claimed
+
     async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
         """See :meth:`WorkQueue.put_latest`."""
-        rows = _latest_rows(latest)
+        rows = latest_rows(latest)
         if rows:
             await self._db.run(self._tx.write_many, sql.PUT_LATEST, rows)
 
@@ -208,15 +221,15 @@ class SqliteQueue:
     async def ack(self, entry_ids: Sequence[str]) -> int:
         """See :meth:`WorkQueue.ack`. Removes pending items whoever holds them (as
         XACK does); ready and delayed items are left alone and not counted."""
-        ids = _parse_ids(entry_ids)
-        if not ids:
+        ranges = id_ranges(entry_ids)
+        if not ranges:
             return 0
-        return await self._db.run(self._tx.ack, ids)
+        return await self._db.run(self._tx.ack, ranges)
 
     async def touch(self, consumer: str, entry_ids: Sequence[str]) -> int:
         """See :meth:`WorkQueue.touch`. An item since reclaimed for someone else,
         released, acked or dead-lettered is no longer held and is not counted."""
-        ids = _parse_ids(entry_ids)
+        ids = parse_ids(entry_ids)
         if not ids:
             return 0
         now = time.time()
@@ -227,7 +240,7 @@ class SqliteQueue:
         """See :meth:`WorkQueue.release`. Pending items (whoever holds them) become
         ready and keep their place by id; ``deliveries`` stays (the next claim adds
         one) unless ``started`` is False. Returns how many were pending."""
-        ids = _parse_ids(entry_ids)
+        ids = parse_ids(entry_ids)
         if not ids:
             return 0
         statement = sql.RELEASE if started else sql.RELEASE_UNSTARTED
@@ -270,9 +283,9 @@ class SqliteQueue:
                 "enqueued_at": item.enqueued_at,
             }
         )
-        ids = _parse_ids([item.entry_id])
+        ranges = id_ranges([item.entry_id])
         flow = item.stream.flow
-        await self._db.run(self._tx.dead_letter, ids, flow, record, reason, time.time())
+        await self._db.run(self._tx.dead_letter, ranges, flow, record, reason, time.time())
 
     async def dead_letters(self, flow: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """See :meth:`WorkQueue.dead_letters`; newest first."""
@@ -329,59 +342,24 @@ class SqliteQueue:
 
     # -- storage lifecycle ---------------------------------------------------
 
-    async def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
-        """See :meth:`WorkQueue.live_digests`.
-
-        Reads on a connection of its own, in one read transaction (WAL gives it a
-        fixed snapshot; writers are not held up), ``batch`` rows a page, each
-        page in a worker thread; empty pages are not yielded. The transaction
-        ends when the iteration does or the generator is closed (``aclose``).
-        While it is open this handle's checkpoints do not wait for it (the WAL
-        grows for that long instead). Raises ``ValueError`` for ``batch`` < 1,
-        :class:`QueueUnavailable` on an SQLite error.
-        """
-        if self._db.closed:
-            raise QueueError(f"sqlite queue {self.path} is closed")
-        try:
-            reader = await asyncio.to_thread(
-                LiveDigestReader, self.path, batch=batch, busy_timeout_s=self._busy_timeout_s
-            )
-        except sqlite3.Error as exc:
-            raise self._db.unavailable(exc) from exc
-        self._db.snapshot_reads += 1
-        try:
-            while True:
-                try:
-                    found = await asyncio.to_thread(reader.next_batch)
-                except sqlite3.Error as exc:
-                    raise self._db.unavailable(exc) from exc
-                if found is None:
-                    return
-                if found:
-                    yield found
-        finally:
-            self._db.snapshot_reads -= 1
-            await asyncio.to_thread(reader.close)
+    def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
+        """See :meth:`WorkQueue.live_digests` and
+        :func:`mediaflow.queue.sqlite_live.live_digests` (an async generator)."""
+        return live_digests(self._db, batch=batch, busy_timeout_s=self._busy_timeout_s)
 
     async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
         """See :meth:`WorkQueue.trim_dead_letters`. Deletes in transactions of at
         most :data:`TRIM_CHUNK` rows, yielding to the loop between them, so other
         handles and processes keep writing meanwhile. Raises ``ValueError`` for a
         negative ``keep_per_flow``."""
-        if keep_per_flow < 0:
-            raise ValueError(f"keep_per_flow must be at least 0, not {keep_per_flow}")
-        deleted = 0
-        while True:
-            n = await self._db.run(self._tx.trim_dead, before, keep_per_flow, TRIM_CHUNK)
-            deleted += n
-            if n < TRIM_CHUNK:
-                return deleted
-            await asyncio.sleep(0)
+        return await lifecycle.trim_dead_letters(
+            self._db, before=before, keep_per_flow=keep_per_flow
+        )
 
     async def forget_flow(self, flow: str) -> dict[str, int]:
         """See :meth:`WorkQueue.forget_flow`. One transaction: the check and the
         deletions see the same file."""
-        return await self._db.run(self._tx.forget_flow, flow)
+        return await self._db.run(lifecycle.forget_flow, self._db, flow)
 
     async def close(self) -> None:
         """See :meth:`WorkQueue.close`. Idempotent; wakes waiting claims, which
@@ -389,14 +367,6 @@ class SqliteQueue:
         await self._db.close()
         for waiter in self._waiters:
             _wake(waiter)
-
-
-def _latest_rows(
-    latest: Mapping[tuple[str, str, str], Any] | None,
-) -> list[tuple[str, str, str, str]]:
-    if not latest:
-        return []
-    return [(flow, node, port, dumps(value)) for (flow, node, port), value in latest.items()]
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -9,7 +9,7 @@ on meanwhile and are simply not seen, so an item forwarded while the pages are
 read (its input acked and its output enqueued in one commit) is seen in
 exactly one of its two places, never in neither.
 
-Each page is blocking work (~1 ms per 1,000 rows); :class:`SqliteQueue` runs
+Each page is blocking work (~1 ms per 1,000 rows); :func:`live_digests` runs
 :meth:`LiveDigestReader.next_batch` in a worker thread, never on the loop.
 The open snapshot keeps a checkpoint from recycling the WAL past it, so the
 WAL may grow while a sweep reads; it starts over after the reader closes.
@@ -17,19 +17,62 @@ WAL may grow while a sweep reads; it starts over after the reader closes.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
 from mediaflow.media import DIGEST_RE
 from mediaflow.queue import sqlite_schema as sql
+from mediaflow.queue.contract import QueueError
+from mediaflow.queue.sqlite_db import SqliteDb
 
 # Where each table's pages start (keysets compare greater-than these).
 _ITEMS: Final = 0
 _DEAD: Final = 1
 _LATEST: Final = 2
 _DONE: Final = 3
+
+
+async def live_digests(
+    db: SqliteDb, *, batch: int, busy_timeout_s: float
+) -> AsyncIterator[list[str]]:
+    """:meth:`SqliteQueue.live_digests <mediaflow.queue.sqlite.SqliteQueue.live_digests>`
+    of the queue whose connection is ``db`` (an async generator).
+
+    Reads on a connection of its own, in one read transaction (WAL gives it a
+    fixed snapshot; writers are not held up), ``batch`` rows a page, each page
+    in a worker thread; empty pages are not yielded. The transaction ends when
+    the iteration does or the generator is closed (``aclose``). While it is
+    open ``db``'s checkpoints do not wait for it (the WAL grows for that long
+    instead). Raises ``ValueError`` for ``batch`` < 1, :class:`QueueError` if
+    ``db`` is closed, :class:`~mediaflow.queue.contract.QueueUnavailable` on an
+    SQLite error.
+    """
+    if db.closed:
+        raise QueueError(f"sqlite queue {db.path} is closed")
+    try:
+        reader = await asyncio.to_thread(
+            LiveDigestReader, db.path, batch=batch, busy_timeout_s=busy_timeout_s
+        )
+    except sqlite3.Error as exc:
+        raise db.unavailable(exc) from exc
+    db.snapshot_reads += 1
+    try:
+        while True:
+            try:
+                found = await asyncio.to_thread(reader.next_batch)
+            except sqlite3.Error as exc:
+                raise db.unavailable(exc) from exc
+            if found is None:
+                return
+            if found:
+                yield found
+    finally:
+        db.snapshot_reads -= 1
+        await asyncio.to_thread(reader.close)
 
 
 class LiveDigestReader:

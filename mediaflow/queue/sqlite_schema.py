@@ -3,7 +3,9 @@
 The layout is shaped by one cost: a commit costs about 4 µs plus 3-5 µs per
 page it writes to the WAL. The hot path (enqueue one item claimed for its
 consumer, later ack it in a batch) therefore writes two pages: the item's
-table leaf and its leaf in the pending index.
+table leaf and its leaf in the pending index. A group commit (``INSERT_RUN``)
+appends a whole run of a stream's items to the same few leaves, and an ack of
+consecutive items deletes one key range, so both cost a few µs per item.
 
 - An item's id is ``stream_id << 44 | seq``. So a stream's items are one
   range of the table's primary key, in ``seq`` order; the stream and seq need
@@ -38,6 +40,13 @@ MAX_STREAM_ID: Final = (1 << (63 - SEQ_BITS)) - 1
 READY: Final = 0
 PENDING: Final = 1
 DELAYED: Final = 2
+
+
+def span(sid: int) -> tuple[int, int]:
+    """The id range of stream ``sid``'s items."""
+    lo = sid << SEQ_BITS
+    return lo, lo | MAX_SEQ
+
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS streams (
@@ -119,6 +128,20 @@ INSERT INTO items (id, kind, payload, state, available_at, consumer, touched_at,
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
+# A run of emissions (see Transactions.commit): a row per element of the JSON
+# array ?2, ids from ?1 up; the first ?5 claimed for ?6 (state 1 = PENDING,
+# else 0 = READY), all enqueued at ?7. An element is the value's JSON (an
+# object, array, integer or null, handed back as such) or a string holding it,
+# pasted as is (see sqlite_rows.values_json), between ?3 and ?4.
+INSERT_RUN: Final = """
+INSERT INTO items (id, kind, payload, state, available_at, consumer, touched_at, deliveries,
+                   enqueued_at)
+SELECT ?1 + key, 'emission', ?3 || COALESCE(value, 'null') || ?4,
+       key < ?5, NULL, CASE WHEN key < ?5 THEN ?6 END, CASE WHEN key < ?5 THEN ?7 END,
+       key < ?5, ?7
+FROM json_each(?2)
+"""
+
 # Before deleting items of stream ?3: raise its floor past its highest item.
 KEEP_FLOOR: Final = f"""
 UPDATE streams SET next_seq = {_TOP} - ?1 + 1
@@ -131,8 +154,10 @@ WHERE id IN (SELECT id FROM items WHERE state = 0 AND id BETWEEN ?3 AND ?4 ORDER
 RETURNING id, kind, payload, deliveries, enqueued_at
 """
 
-ACK: Final = "DELETE FROM items WHERE id = ? AND state = 1"
-DELETE_ITEM: Final = "DELETE FROM items WHERE id = ?"
+# Ids come as ranges of consecutive ids (see sqlite_rows.id_ranges): one
+# primary-key range per run of a batch, not one statement per item.
+ACK: Final = "DELETE FROM items WHERE id BETWEEN ? AND ? AND state = 1"
+DELETE_ITEMS: Final = "DELETE FROM items WHERE id BETWEEN ? AND ?"
 TOUCH: Final = "UPDATE items SET touched_at = ? WHERE id = ? AND state = 1 AND consumer = ?"
 RELEASE: Final = "UPDATE items SET state = 0, consumer = NULL WHERE id = ? AND state = 1"
 RELEASE_UNSTARTED: Final = (
