@@ -5,13 +5,13 @@ a device from :mod:`devices` into emissions: JPEGs and video segments, WAV chunk
 The pieces, one seam each:
 
 - ``camera``, ``microphone``, ``file``, ``url``: the nodes, thin (options and ports);
-- ``_connector``: the shared node shell (open in ``setup``, publish in ``run``);
-- ``_video`` / ``_audio``: the capture loops that decide what gets published;
+- ``_connector``: the shared node shell (open in ``setup``, emit in ``run``);
+- ``_video`` / ``_audio``: the capture loops that decide what gets emitted;
 - ``_lanes``: encoding threads behind bounded hand-offs (skip at the capture edge);
 - ``_jpeg`` / ``_segments``: JPEG from YUV planes; fMP4/WebM segments;
   ``_frames``: a converter per thread (PyAV's per-frame one must not be shared);
 - ``_reconnect``: unplug, backoff, replug; ``_timeline``: pts, gaps and ``seq``;
-- ``_publish``: save, stamp the meta, emit; report counters as events;
+- ``_emit``: save, stamp the meta, emit; report counters as events;
 - ``_options``: option checks; ``_together``: run coroutines, fail as one.
 
 The engine reaches this package only through the connector registry; ``mediaflow

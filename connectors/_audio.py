@@ -1,4 +1,4 @@
-"""Publishing an audio source: one ``audio/wav`` chunk per ``chunk_ms`` on ``audio``.
+"""Emitting an audio source: one ``audio/wav`` chunk per ``chunk_ms`` on ``audio``.
 
 Shared by the microphone, file and URL connectors. Devices deliver exact chunks of
 s16 PCM already resampled to the requested rate and channels; here each becomes a WAV
@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from connectors._publish import CounterReport, PortPublisher
+from connectors._emit import CounterReport, PortEmitter
 from connectors._reconnect import Reconnect, SourceRun
 from connectors._timeline import Epoch, Resume
 from devices import AudioChunk, AudioInput, encode_wav, open_microphone
@@ -51,7 +51,7 @@ class AudioRequest:
 
 
 class AudioRun(SourceRun[AudioInput]):
-    """One run of an audio source: read chunks, publish them, survive device losses."""
+    """One run of an audio source: read chunks, emit them, survive device losses."""
 
     def __init__(
         self,
@@ -63,7 +63,7 @@ class AudioRun(SourceRun[AudioInput]):
         seeked_at: float | None = None,
     ) -> None:
         super().__init__(ctx, device, resume, seeked_at=seeked_at)
-        self.chunks = PortPublisher(ctx, port, device, resume)
+        self.chunks = PortEmitter(ctx, port, device, resume)
         self.report = CounterReport(ctx, "audio_overflow", device)
         self._closed_overflows = 0  # overflow totals of inputs already closed
         self._closed_dropped = 0
@@ -71,7 +71,7 @@ class AudioRun(SourceRun[AudioInput]):
     async def run(
         self, first: AudioInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[AudioInput]]
     ) -> None:
-        """Publish until the source ends (a file) or the flow stops. Raises the source's
+        """Emit until the source ends (a file) or the flow stops. Raises the source's
         error (a live device's loss is handled: see :mod:`connectors._reconnect`)."""
         try:
             await self.supervise(first, policy=policy, reopen=reopen)
@@ -95,13 +95,13 @@ class AudioRun(SourceRun[AudioInput]):
                     # The device bridge dropped chunks for a slow consumer: a hole.
                     epoch = self.timeline.split(epoch, chunk.pts - latest_end(latest))
                 last_index, latest = chunk.index, chunk
-                await self._publish(chunk, epoch, anchor)
+                await self._emit(chunk, epoch, anchor)
                 self.report.update(self._counters(source, chunk))
         finally:
             self._closed_overflows += latest.overflow_count if latest is not None else 0
             self._closed_dropped += source.statistics().bridge.dropped
 
-    async def _publish(self, chunk: AudioChunk, epoch: Epoch, anchor: float) -> None:
+    async def _emit(self, chunk: AudioChunk, epoch: Epoch, anchor: float) -> None:
         pts = chunk.pts + epoch.offset
         self.timeline.seen(pts, chunk.duration)
         facts = {
@@ -112,7 +112,7 @@ class AudioRun(SourceRun[AudioInput]):
             "channels": chunk.channels,
             "overflows": self._closed_overflows + chunk.overflow_count,
         }
-        await self.chunks.publish(encode_wav(chunk), "audio/wav", epoch, facts)
+        await self.chunks.emit(encode_wav(chunk), "audio/wav", epoch, facts)
 
     def _counters(self, source: AudioInput | None, chunk: AudioChunk | None) -> dict[str, int]:
         overflows = self._closed_overflows + (chunk.overflow_count if chunk is not None else 0)

@@ -1,4 +1,4 @@
-"""The node shell every built-in connector shares: open in ``setup``, publish in ``run``.
+"""The node shell every built-in connector shares: open in ``setup``, emit in ``run``.
 
 Opening in ``setup`` makes a wrong device, a size or rate it does not offer, or a
 missing file fail the flow at start with the device layer's message (which lists what
@@ -28,7 +28,7 @@ AUDIO_PORTS: Mapping[str, str] = {"audio": "audio"}
 
 
 class MediaConnector(Node):
-    """A source node publishing a video part (``image``/``video``) and/or an audio
+    """A source node emitting a video part (``image``/``video``) and/or an audio
     part (``audio``). Subclasses set the requests in ``__init__``."""
 
     outputs: ClassVar[Mapping[str, str]] = {}
@@ -77,7 +77,7 @@ class MediaConnector(Node):
                 raise
 
     async def run(self, ctx: Context) -> None:
-        """Publish until the source ends or the flow stops (see the module doc)."""
+        """Emit until the source ends or the flow stops (see the module doc)."""
         ports = [
             *(VIDEO_PORTS if self.video_request else ()),
             *(AUDIO_PORTS if self.audio_request else ()),
@@ -118,10 +118,10 @@ class MediaConnector(Node):
         """Reopen a resumed run's files where it stopped; the pts (video, audio) they
         continue at, None for an input that does not continue that way.
 
-        Replaying a file from its start would publish again everything the crashed run
-        published; a file continues instead from :meth:`Resume.resume_at` of the ports
-        it feeds (the earliest end among those read or published, so a port that lagged
-        loses nothing; the others publish a little again). Live inputs continue after a
+        Replaying a file from its start would emit again everything the crashed run
+        emitted; a file continues instead from :meth:`Resume.resume_at` of the ports
+        it feeds (the earliest end among those read or emitted, so a port that lagged
+        loses nothing; the others emit a little again). Live inputs continue after a
         gap (see :mod:`connectors._timeline`), and so does a looping file, whose pts
         grow across passes (its position is not a source pts). Raises what opening
         raises, after closing both inputs.

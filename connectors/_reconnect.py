@@ -170,7 +170,7 @@ class SourceRun(ABC, Generic[InputT]):
 
     @abstractmethod
     async def consume(self, source: InputT) -> None:
-        """Publish what ``source`` yields until it ends or the flow stops."""
+        """Emit what ``source`` yields until it ends or the flow stops."""
 
     def on_lost(self) -> None:
         """Called right after the device was lost, before the backoff."""

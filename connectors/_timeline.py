@@ -3,8 +3,8 @@
 A source's ``pts`` counts seconds since it started. Each opened input counts from its
 own first item, so every (re)opened input begins an :class:`Epoch` that carries the
 offset to add and, when something is missing before it, the gap. The first chunk a
-port publishes in an epoch with a gap says so in its meta (``discontinuity: true``,
-``gap_s``); ``seq`` never skips: it numbers what was published, gap-free, per port,
+port emits in an epoch with a gap says so in its meta (``discontinuity: true``,
+``gap_s``); ``seq`` never skips: it numbers what was emitted, gap-free, per port,
 and continues from ``ctx.latest(port)`` when a crashed run is resumed.
 
 Everything here runs on the event loop and never blocks.
@@ -43,13 +43,13 @@ class Resume:
 
     @property
     def pts_end(self) -> float:
-        """Source pts just after the last thing published on any port."""
+        """Source pts just after the last thing emitted on any port."""
         return max(self.ends.values(), default=0.0)
 
     def resume_at(self, ports: Iterable[str]) -> float:
         """Where an input feeding ``ports`` can continue without losing anything: the
         earliest end among them (a port that lagged, such as a segment still being
-        filled, would otherwise never publish what it had not). 0 for no ports."""
+        filled, would otherwise never emit what it had not). 0 for no ports."""
         return min((self.ends.get(port, 0.0) for port in ports), default=0.0)
 
 

@@ -1,4 +1,4 @@
-"""Running a connector's coroutines together (capture loop, publishers, two media)."""
+"""Running a connector's coroutines together (capture loop, emitters, two media)."""
 
 from __future__ import annotations
 

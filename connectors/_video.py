@@ -1,4 +1,4 @@
-"""Publishing a video source: JPEGs at ``fps`` on ``image``, segments on ``video``.
+"""Emitting a video source: JPEGs at ``fps`` on ``image``, segments on ``video``.
 
 Shared by the camera, file and URL connectors. The capture loop runs on the event loop
 and does no pixel work: for each captured frame it decides whether a JPEG is due
@@ -6,7 +6,7 @@ and does no pixel work: for each captured frame it decides whether a JPEG is due
 to an encoding lane (:mod:`connectors._lanes`) for each. When a lane is full the frame
 is skipped there, at the capture edge, counted and reported (``frames_skipped``
 events, :meth:`VideoRun.statistics`); a file replayed with ``realtime = false`` waits
-instead, losing nothing. MJPEG passthrough: a camera's JPEG bytes are published as
+instead, losing nothing. MJPEG passthrough: a camera's JPEG bytes are emitted as
 they are, and decoded only when a segment needs the pixels.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import av
 
+from connectors._emit import CounterReport, PortEmitter, emit_lane
 from connectors._jpeg import JpegEncoder, make_jpeg_encoder
 from connectors._lanes import EncodeLane
 from connectors._options import Codec
-from connectors._publish import CounterReport, PortPublisher, publish_lane
 from connectors._reconnect import Reconnect, SourceRun
 from connectors._segments import DEFAULT_FPS, EncodedSegment, SegmentEncoder, SegmentJob
 from connectors._timeline import Epoch, Resume
@@ -70,7 +70,7 @@ class VideoRequest:
             fps=self.rate,
             input_format=self.input_format,
             realtime=self.realtime,
-            # No resize asked: an MJPEG camera's JPEGs are published as they are.
+            # No resize asked: an MJPEG camera's JPEGs are emitted as they are.
             passthrough=self.resize is None,
             timeout_s=self.timeout_s,
             start_s=start_s,
@@ -85,7 +85,7 @@ class VideoRequest:
 
 @dataclass(frozen=True)
 class VideoOptions:
-    """The publishing half of the camera options (see :class:`CameraConnector`)."""
+    """The emission half of the camera options (see :class:`CameraConnector`)."""
 
     fps: float = 15.0
     quality: int = 85
@@ -158,7 +158,7 @@ class JpegPacer:
 
 
 class VideoRun(SourceRun[VideoInput]):
-    """One run of a video source: capture loop, two lanes, two publishers."""
+    """One run of a video source: capture loop, two lanes, two emitters."""
 
     def __init__(
         self,
@@ -173,8 +173,8 @@ class VideoRun(SourceRun[VideoInput]):
         super().__init__(ctx, device or request.spec, resume, seeked_at=seeked_at)
         self.request = request
         self.options = options
-        self.images = PortPublisher(ctx, "image", self.device, resume)
-        self.segments = PortPublisher(ctx, "video", self.device, resume)
+        self.images = PortEmitter(ctx, "image", self.device, resume)
+        self.segments = PortEmitter(ctx, "video", self.device, resume)
         self.skips = CounterReport(ctx, "frames_skipped", self.device)
         self._pacer: JpegPacer | None = None
         self._lossless = False
@@ -193,7 +193,7 @@ class VideoRun(SourceRun[VideoInput]):
     async def run(
         self, first: VideoInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[VideoInput]]
     ) -> None:
-        """Publish until the source ends (a file) or the flow stops. Raises the source's
+        """Emit until the source ends (a file) or the flow stops. Raises the source's
         or an encoder's error."""
         info = first.info
         self._pacer = JpegPacer(self.options.fps, 1.0 / (info.fps or DEFAULT_FPS))
@@ -212,12 +212,12 @@ class VideoRun(SourceRun[VideoInput]):
                 f"segments {self.device}", encoder, capacity=SEGMENT_LANE_CAPACITY
             )
         lanes = [lane for lane in (self._jpeg_lane, self._segment_lane) if lane is not None]
-        publishers = [publish_lane(self._jpeg_lane, self._publish_jpeg)]
+        emitters = [emit_lane(self._jpeg_lane, self._emit_jpeg)]
         if self._segment_lane is not None:
-            publishers.append(publish_lane(self._segment_lane, self._publish_segment))
+            emitters.append(emit_lane(self._segment_lane, self._emit_segment))
         capture = self._capture(first, lanes, policy=policy, reopen=reopen)
         try:
-            await run_together(capture, *publishers)
+            await run_together(capture, *emitters)
         finally:
             for lane in lanes:
                 await lane.close()
@@ -235,7 +235,7 @@ class VideoRun(SourceRun[VideoInput]):
             await self.supervise(first, policy=policy, reopen=reopen)
         finally:
             for lane in lanes:
-                lane.finish()  # the publishers drain what is left, then return
+                lane.finish()  # the emitters drain what is left, then return
 
     def skipped(self) -> dict[str, int]:
         """Frames skipped so far: by the device bridge (``capture``) and per lane."""
@@ -250,11 +250,11 @@ class VideoRun(SourceRun[VideoInput]):
         return counts
 
     def statistics(self) -> dict[str, Any]:
-        """Published, encoded and skipped counts, for metrics and tests."""
+        """Emitted, encoded and skipped counts, for metrics and tests."""
         lane = self._segment_lane
         return {
-            "images": self.images.published,
-            "segments": self.segments.published,
+            "images": self.images.emitted,
+            "segments": self.segments.emitted,
             "segment_frames": lane.statistics().accepted if lane is not None else 0,
             "skipped": self.skipped(),
         }
@@ -296,9 +296,9 @@ class VideoRun(SourceRun[VideoInput]):
 
     def on_lost(self) -> None:
         if self._segment_lane is not None:
-            self._segment_lane.cut()  # publish the frames before the loss now
+            self._segment_lane.cut()  # emit the frames before the loss now
 
-    async def _publish_jpeg(self, jpeg: EncodedJpeg) -> None:
+    async def _emit_jpeg(self, jpeg: EncodedJpeg) -> None:
         facts = {
             "pts": round(jpeg.pts, 6),
             "captured_at": jpeg.captured_at,
@@ -306,9 +306,9 @@ class VideoRun(SourceRun[VideoInput]):
             "height": jpeg.height,
             "codec": "jpeg",
         }
-        await self.images.publish(jpeg.data, "image/jpeg", jpeg.epoch, facts)
+        await self.images.emit(jpeg.data, "image/jpeg", jpeg.epoch, facts)
 
-    async def _publish_segment(self, segment: EncodedSegment) -> None:
+    async def _emit_segment(self, segment: EncodedSegment) -> None:
         facts = {
             "pts": round(segment.pts, 6),
             "duration": round(segment.duration, 6),
@@ -319,4 +319,4 @@ class VideoRun(SourceRun[VideoInput]):
             "fps": segment.fps,
             "frames": segment.frames,
         }
-        await self.segments.publish(segment.data, segment.media_type, segment.epoch, facts)
+        await self.segments.emit(segment.data, segment.media_type, segment.epoch, facts)

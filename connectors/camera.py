@@ -30,7 +30,7 @@ from connectors._video import VideoOptions, VideoRequest
 def video_options(
     *, fps: float, quality: int, segment_s: float, codec: str, video: bool | None
 ) -> VideoOptions:
-    """Checked publishing options (``ValueError`` naming the bad one)."""
+    """Checked emission options (``ValueError`` naming the bad one)."""
     return VideoOptions(
         fps=positive("fps", fps),
         quality=check_quality(quality),
@@ -41,7 +41,7 @@ def video_options(
 
 
 class CameraConnector(MediaConnector):
-    """Publishes a video source on ``image`` and ``video`` (see the module doc).
+    """Emits a video source on ``image`` and ``video`` (see the module doc).
 
     Options: ``device`` (required); ``fps`` (JPEGs per second, 15); ``quality`` (JPEG,
     1-100, 85); ``size`` (``"WxH"``: asked of a capture device, a resize for anything

@@ -1,7 +1,7 @@
 """``connector = "file"``: replay a media file's pictures, video and sound.
 
 Ports depend on what the file holds, probed with PyAV when the flow is loaded: a
-video stream gives ``image`` and ``video`` (as the camera connector publishes them),
+video stream gives ``image`` and ``video`` (as the camera connector emits them),
 a still picture gives ``image`` only, an audio stream gives ``audio`` (as the
 microphone connector does). Paced to real time unless ``realtime = false`` (then as
 fast as the flow takes it, losing nothing). When the file ends, the node ends.

@@ -17,7 +17,7 @@ from connectors._reconnect import Reconnect
 
 
 class MicrophoneConnector(MediaConnector):
-    """Publishes audio chunks on ``audio`` (see the module doc).
+    """Emits audio chunks on ``audio`` (see the module doc).
 
     Options: ``device`` ("default"), ``rate`` (16000), ``channels`` (1), ``chunk_ms``
     (100), ``realtime`` (files and lavfi: false = as fast as possible), ``loop`` (a

@@ -1,7 +1,7 @@
 """``connector = "url"``: a network camera or sound stream (RTSP, HTTP, SRT ...).
 
 ``media`` picks the ports: ``"video"`` (``image`` and ``video``, as the camera
-connector publishes them), ``"audio"`` (``audio``, as the microphone connector does)
+connector emits them), ``"audio"`` (``audio``, as the microphone connector does)
 or ``"both"``. A stream that fails or ends is a lost device: ``device_lost``, backoff,
 reconnect, ``device_restored``. Both media open with the same FFmpeg options and
 ``timeout_s`` (:func:`devices.url_options`, :func:`devices.url_timeout`): a server that
@@ -77,7 +77,7 @@ class StreamAudioRequest(AudioRequest):
 
 
 class UrlConnector(MediaConnector):
-    """Publishes a network stream (see the module doc).
+    """Emits a network stream (see the module doc).
 
     Options: ``url`` (required), ``media`` ("video"), the camera's ``fps``,
     ``quality``, ``size`` (a resize), ``segment_s``, ``codec``, ``video``, the

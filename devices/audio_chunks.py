@@ -10,26 +10,9 @@ import av
 import numpy as np
 import numpy.typing as npt
 
+from mediaflow.media import channel_layout
+
 Pcm = npt.NDArray[np.int16]  # shape (frames, channels), interleaved s16
-
-LAYOUTS: dict[int, str] = {
-    1: "mono",
-    2: "stereo",
-    3: "2.1",
-    4: "quad",
-    5: "5.0",
-    6: "5.1",
-    7: "6.1",
-    8: "7.1",
-}
-
-
-def layout_for(channels: int) -> str:
-    """FFmpeg's layout name for a channel count (1-8); ``ValueError`` otherwise."""
-    try:
-        return LAYOUTS[channels]
-    except KeyError:
-        raise ValueError(f"channels must be 1-8, got {channels}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +104,9 @@ class PcmResampler:
     def __init__(self, rate: int, channels: int) -> None:
         self.rate = rate
         self.channels = channels
-        self._resampler = av.AudioResampler(format="s16", layout=layout_for(channels), rate=rate)
+        self._resampler = av.AudioResampler(
+            format="s16", layout=channel_layout(channels), rate=rate
+        )
 
     def frame(self, frame: av.AudioFrame | None) -> Pcm:
         """Resample one decoded frame (``None`` flushes the resampler's delay line)."""
@@ -134,7 +119,9 @@ class PcmResampler:
         """Resample a captured block (shape ``(n, channels_in)``, s16) recorded at ``rate``."""
         channels_in = int(block.shape[1])
         frame = av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(block).reshape(1, -1), format="s16", layout=layout_for(channels_in)
+            np.ascontiguousarray(block).reshape(1, -1),
+            format="s16",
+            layout=channel_layout(channels_in),
         )
         frame.sample_rate = rate
         return self.frame(frame)

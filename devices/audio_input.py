@@ -24,13 +24,14 @@ from typing import Literal, Protocol
 import av
 import numpy as np
 
-from devices.audio_chunks import AudioChunk, Chunker, Pcm, PcmResampler, layout_for
+from devices.audio_chunks import AudioChunk, Chunker, Pcm, PcmResampler
 from devices.audio_device import DeviceAudioSource
 from devices.bridge import BridgeStatistics, FrameBridge
 from devices.errors import DeviceNotFound
 from devices.microphones import list_microphones, load_sounddevice, resolve_microphone
 from devices.pacing import Pacer
 from devices.threaded import ThreadedInput
+from mediaflow.media import channel_layout
 
 AudioKind = Literal["device", "file", "lavfi"]
 
@@ -160,7 +161,7 @@ def open_microphone(
 def _check_params(rate: int, channels: int, chunk_ms: int) -> None:
     if rate <= 0:
         raise ValueError(f"rate must be positive, got {rate}")
-    layout_for(channels)  # raises ValueError outside 1-8
+    channel_layout(channels)  # raises ValueError outside 1-8
     if chunk_ms <= 0:
         raise ValueError(f"chunk_ms must be positive, got {chunk_ms}")
     if (rate * chunk_ms) % 1000:

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mediaflow import cli_serve, eventloop
-from mediaflow.cli_args import seconds
+from mediaflow import cli_run, cli_serve
+from mediaflow.cli_args import add_data_option, seconds
 
 COMMAND = "demo"
 DEFAULT_PORT = 8765
@@ -58,13 +58,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "(then: mediaflow run DIR/demo.toml --port 8765)",
     )
     cli_serve.add_server_options(parser, port_default=DEFAULT_PORT)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="store, queue and state directory (default: as for `mediaflow run`)",
-    )
+    add_data_option(parser)
 
 
 def demo_flow(demo_dir: Path | None = None) -> Path:
@@ -117,26 +111,21 @@ def run(args: argparse.Namespace) -> int:
     except (DemoMissing, OSError) as exc:
         print(f"mediaflow demo: {exc}", file=sys.stderr)
         return 1
-    # Imported here: mediaflow.cli imports this module to wire the command.
-    from mediaflow import cli
-
     print(
         "mediaflow demo: a virtual camera, spoken commands, speech recognition and "
         "4 s clips; open the wall at the URL below (Ctrl-C stops)",
         file=sys.stderr,
         flush=True,
     )
-    namespace = argparse.Namespace(
+    options = cli_run.RunOptions(
         flow=flow,
+        data_dir=getattr(args, "data", None),
         for_s=getattr(args, "for_s", None),
-        until_idle=False,
-        jsonl=False,
         host=args.host,
         port=args.port,
-        data=getattr(args, "data", None),
     )
     try:
-        return eventloop.run_command(lambda: cli._run(namespace))
+        return cli_run.run(options)
     except KeyboardInterrupt:
         return 130
 

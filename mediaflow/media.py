@@ -10,6 +10,10 @@ references whose media type has that top-level type; ``text``, ``number`` and
 ``json`` take plain JSON values. :func:`check_port_value` is called by the
 engine at the producer, so a wrong value fails where it was made, naming the
 node, the port and both types.
+
+:func:`channel_layout` names the FFmpeg channel layout for the ``channels`` an
+audio reference records in its meta, for whoever decodes or encodes it (the
+microphone connector, the speech node).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, get_args
 
 Kind: TypeAlias = Literal["image", "audio", "video", "text", "number", "json"]
@@ -183,6 +188,24 @@ def present_value(data: object) -> object:
 
 def decode_value(data: object) -> object:
     """Inverse of :func:`encode_value`."""
+    if type(data) is dict:  # the usual case, without an ABC check
+        if len(data) == 1 and "$ref" in data:
+            return MediaRef.from_json(data["$ref"])
+        return data
     if isinstance(data, Mapping) and len(data) == 1 and "$ref" in data:
         return MediaRef.from_json(data["$ref"])
     return data
+
+
+CHANNEL_LAYOUTS: Mapping[int, str] = MappingProxyType(
+    {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
+)
+"""FFmpeg's default layout name for each channel count audio may have (1-8)."""
+
+
+def channel_layout(channels: int) -> str:
+    """FFmpeg's layout name for ``channels``; ``ValueError`` outside 1-8."""
+    try:
+        return CHANNEL_LAYOUTS[channels]
+    except KeyError:
+        raise ValueError(f"channels must be 1-8, got {channels}") from None

@@ -95,7 +95,7 @@ async def test_unplugged_camera_backs_off_reconnects_and_marks_the_gap(
     assert images[marked[0]]["gap_s"] >= 0.35
     assert images[marked[0]]["pts"] - images[marked[0] - 1]["pts"] >= 0.35
 
-    # The segment open at each loss was published then; the second one starts the gap.
+    # The segment open at each loss was emitted then; the second one starts the gap.
     segments = assert_gap_free(result, "video")
     assert [s["frames"] for s in segments] == [20, 20]
     assert "discontinuity" not in segments[0] and segments[1]["discontinuity"] is True
@@ -227,7 +227,7 @@ async def test_a_resumed_microphone_continues_seq(tmp_path: Path) -> None:
     ("redelivery", "latest", "expected"),
     [
         (False, {"image": ref(5, 1.0, 100.0)}, None),  # a fresh run starts at 0
-        (True, {}, Resume({}, 0.0)),  # crashed before publishing anything
+        (True, {}, Resume({}, 0.0)),  # crashed before emitting anything
         (True, {"image": ref(5, 1.0, 100.0)}, Resume({"image": 6}, 10.0, {"image": 1.0})),
         (
             True,
@@ -248,7 +248,7 @@ def test_timeline_and_sequence_mark_each_gap_once_per_port() -> None:
     clock = iter([100.0, 103.0, 103.5]).__next__
     timeline = Timeline(clock=clock)
     first = timeline.begin()
-    timeline.seen(1.9, 0.1)  # published up to 2.0
+    timeline.seen(1.9, 0.1)  # emitted up to 2.0
     second = timeline.begin()  # 3 s after the start: a 1 s gap
     timeline.seen(4.9, 0.1)  # a stream catching up got to 5.0 by 3.5 s
     third = timeline.begin()

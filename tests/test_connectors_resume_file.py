@@ -26,7 +26,7 @@ def test_a_seeked_timeline_continues_at_pts_end_without_a_gap() -> None:
 
 
 class SavingContext(ResumedContext):
-    """Keeps the bytes of what is published, in order."""
+    """Keeps the bytes of what is emitted, in order."""
 
     def __init__(self, latest: Mapping[str, MediaRef], tmp_path: Path) -> None:
         super().__init__(latest, tmp_path)
@@ -70,7 +70,7 @@ async def test_a_resumed_file_microphone_continues_at_pts_end(tmp_path: Path) ->
     assert [m["seq"] for m in metas] == list(range(10, 20))
     assert [m["pts"] for m in metas] == [m["pts"] for m in fresh_metas[10:]]
     assert metas[0]["pts"] == 1.0 and not any("discontinuity" in m for m in metas)
-    # Sample for sample what the fresh run published from 1.0 s on.
+    # Sample for sample what the fresh run emitted from 1.0 s on.
     for got, want in zip(resumed.saved, fresh.saved[10:], strict=True):
         assert np.array_equal(wav_pcm(got)[2], wav_pcm(want)[2])
 
@@ -79,14 +79,14 @@ def test_a_file_resumes_at_the_earliest_end_of_the_ports_it_feeds() -> None:
     resume = Resume({"image": 30, "video": 1}, 60.0, {"image": 29 / 30, "video": 0.5})
     assert resume.resume_at(["image", "video"]) == 0.5  # the lagging segment decides
     assert resume.resume_at(["image"]) == 29 / 30
-    assert resume.resume_at(["image", "audio"]) == 0.0  # audio published nothing yet
+    assert resume.resume_at(["image", "audio"]) == 0.0  # audio emitted nothing yet
     assert resume.resume_at([]) == 0.0
 
 
 async def test_a_resumed_file_video_continues_where_its_segments_stopped(tmp_path: Path) -> None:
     """Images ran ahead of the segment being filled when the run crashed: the file
     continues where the segments stopped, so no frame is missing from ``video``; the
-    images after that point are published again (seq goes on)."""
+    images after that point are emitted again (seq goes on)."""
     movie = make_video(tmp_path / "movie.mp4", seconds=2.0, fps=30, size=(160, 120))
 
     def source() -> FileConnector:

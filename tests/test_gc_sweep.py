@@ -242,7 +242,7 @@ def state(env: GcEnv) -> Iterator[StateStore]:
 async def test_an_open_run_holds_the_cutoff_at_its_horizon(env: GcEnv, state: StateStore) -> None:
     before = await env.save(blob("saved before the horizon"))
     horizon = env.clock.advance(5)
-    after = await env.save(blob("saved after: the run may hold it unpublished"))
+    after = await env.save(blob("saved after: the run may hold it, not yet emitted"))
     state.start_run("run-7", "cams", owner_here())
     state.heartbeat("run-7", horizon=horizon)
     env.clock.advance(30 * DAY_S)
@@ -351,7 +351,7 @@ async def test_under_the_cap_nothing_in_grace_is_evicted(env: GcEnv) -> None:
     assert env.events == []
 
 
-async def test_the_cap_spares_what_an_open_run_may_still_publish(
+async def test_the_cap_spares_what_an_open_run_may_still_emit(
     env: GcEnv, state: StateStore
 ) -> None:
     old = await env.save(blob("before the horizon"))

@@ -458,7 +458,7 @@ async def test_connection_header_follows_the_request(
 
 
 def test_a_header_value_cannot_break_the_head() -> None:
-    from mediaflow.server.transfer import HeaderBlock
+    from mediaflow.server.header_block import HeaderBlock
 
     with pytest.raises(ValueError, match="line break"):
         HeaderBlock((("X-Test", "a\r\nSet-Cookie: b=c"),))

@@ -12,7 +12,8 @@ plug-ins add theirs with :func:`register_node` / :func:`register_connector`
 or the ``mediaflow.nodes`` / ``mediaflow.connectors`` entry-point groups.
 """
 
-from mediaflow.flows.load import FlowBuilder, flow_from_dict, load_flow
+from mediaflow.flows.builder import FlowBuilder
+from mediaflow.flows.load import flow_from_dict, load_flow
 from mediaflow.flows.registry import register_connector, register_node
 from mediaflow.flows.spec import Edge, FlowError, FlowProblem, FlowSpec, NodeSpec, PortRef
 

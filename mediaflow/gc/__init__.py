@@ -9,7 +9,7 @@ a sweep keeps every *root* and takes the rest:
   a latest value, asked of the queue backend through its contract;
 - the grace period: anything saved (or saved again) in the last
   ``ARTIFACT_GC_GRACE_S``;
-- an open run's horizon: what a running flow saved but has not yet published;
+- an open run's horizon: what a running flow saved but has not yet emitted;
 - a response that is sending it (a shared file lock).
 
 - ``settings``: :class:`GcSettings` from the environment.

@@ -2,7 +2,7 @@
 
 - :func:`choose_cutoff`: only artifacts saved before the cutoff may go. It is
   the grace period's start, moved earlier by every open run's *horizon* (the
-  oldest save whose reference that run still holds in memory, unpublished).
+  oldest save whose reference that run still holds in memory, not yet emitted).
 - :func:`cap_excess`: how many bytes the disk cap wants gone.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Pin:
-    """An open run that may hold unpublished references saved at or after ``horizon``."""
+    """An open run that may hold references, not yet emitted, saved at or after ``horizon``."""
 
     run_id: str
     flow: str

@@ -25,20 +25,10 @@ from typing import Final
 import av
 import numpy as np
 
+from mediaflow.media import channel_layout
 from mediaflow.nodes.whole_utterance import SAMPLE_RATE
 
 WAV_MEDIA_TYPES: Final = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"})
-# FFmpeg's layout for each channel count a WAV chunk may have.
-_LAYOUTS: Final = {
-    1: "mono",
-    2: "stereo",
-    3: "2.1",
-    4: "quad",
-    5: "5.0",
-    6: "5.1",
-    7: "6.1",
-    8: "7.1",
-}
 
 GAP_TOLERANCE_S: Final = 0.01
 """A chunk starting this close to where the previous one ended follows it."""
@@ -119,7 +109,9 @@ class MonoResampler:
         if chunk.frames == 0:
             return bytes(out)
         samples = np.frombuffer(chunk.pcm, dtype="<i2").reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout=_LAYOUTS[chunk.channels])
+        frame = av.AudioFrame.from_ndarray(
+            samples, format="s16", layout=channel_layout(chunk.channels)
+        )
         frame.sample_rate = chunk.rate
         for converted in self._resampler.resample(frame):
             out += converted.to_ndarray().astype("<i2", copy=False).tobytes()

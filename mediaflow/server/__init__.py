@@ -4,6 +4,7 @@ Decisions and effects are kept apart, one module per seam:
 
 - ``ranges``: pure RFC 9110 decisions for GET/HEAD (preconditions, Range, If-Range);
 - ``filecache`` / ``transfer``: open artifacts between requests; sendfile or chunked bodies;
+- ``header_block``: an artifact's fixed header lines, serialised once for the lean way;
 - ``artifacts`` / ``uploads``: ``GET``/``HEAD``/``PUT /artifacts``;
 - ``api`` / ``views``: flows, devices and health as JSON; ``sse``: the event stream;
 - ``metrics``: Prometheus text; ``auth`` / ``cors``: who may read and write;

@@ -30,25 +30,24 @@ SHUTDOWN_TIMEOUT_S = 5.0
 LINGERING_S = 2.0
 
 
-def _response_recorder(state: AppState) -> Callable[[web.BaseRequest, web.StreamResponse], None]:
+def _response_recorder(
+    state: AppState, app_metrics: metrics.Metrics
+) -> Callable[[web.BaseRequest, web.StreamResponse], None]:
     """Log and count each response as it is prepared (it runs for every one)."""
     answered = state.answered
     settings = state.settings
+    count_response = app_metrics.count_response
 
     def record(request: web.BaseRequest, response: web.StreamResponse) -> None:
         status = response.status
         method = request.method
         answered.append(Answered(method, request.raw_path, status, request.headers.get("Range")))
-        metrics = state.metrics
-        if metrics is not None:
-            resource = (
-                request.match_info.route.resource if isinstance(request, web.Request) else None
-            )
-            metrics.count_response(
-                method if method in KNOWN_METHODS else "other",
-                resource.canonical if resource is not None else "unmatched",
-                status,
-            )
+        resource = request.match_info.route.resource if isinstance(request, web.Request) else None
+        count_response(
+            method if method in KNOWN_METHODS else "other",
+            resource.canonical if resource is not None else "unmatched",
+            status,
+        )
         if settings.cors_origins:
             cors.add_headers(request, response, settings)
         if access_log.isEnabledFor(logging.INFO):
@@ -74,16 +73,19 @@ def create_app(state: AppState) -> web.Application:
         middlewares.append(auth.middleware(settings))
     app = web.Application(middlewares=middlewares)
     app[STATE] = state
-    state.metrics = metrics.Metrics(state)
-    stop_listening = state.bus.listen(state.metrics.on_event)
+    app_metrics = metrics.Metrics(state)
+    app[metrics.METRICS] = app_metrics
+    stop_listening = state.bus.listen(app_metrics.on_event)
+    state.session_watchers.append(app_metrics.watch)
 
     async def stop_metrics(_: web.Application) -> None:
         stop_listening()
+        state.session_watchers.remove(app_metrics.watch)
 
     app.on_cleanup.append(stop_metrics)
     for session in state.sessions.values():
-        state.metrics.watch(session)
-    app.on_response_prepare.append(PrepareHook(_response_recorder(state)))
+        app_metrics.watch(session)
+    app.on_response_prepare.append(PrepareHook(_response_recorder(state, app_metrics)))
     artifacts.add_routes(app)
     uploads.add_routes(app)
     api.add_routes(app)

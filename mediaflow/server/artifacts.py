@@ -18,9 +18,10 @@ from multidict import CIMultiDict
 from mediaflow.media import is_digest
 from mediaflow.server import mediatypes
 from mediaflow.server.filecache import OpenArtifact
+from mediaflow.server.header_block import HeaderBlock
 from mediaflow.server.ranges import Outcome, decide
 from mediaflow.server.state import STATE, AppState
-from mediaflow.server.transfer import HeaderBlock, SpanResponse
+from mediaflow.server.transfer import SpanResponse
 
 DIGEST_LEN = len("sha256:") + 64
 IMMUTABLE = "max-age=31536000, immutable"

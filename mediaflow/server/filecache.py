@@ -33,15 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from mediaflow.server import mediatypes
+from mediaflow.server.header_block import HeaderBlock
 from mediaflow.server.ranges import Facts
 from mediaflow.store import ArtifactStore
 from mediaflow.store.locks import try_share, unshare
-
-if TYPE_CHECKING:
-    from mediaflow.server.transfer import HeaderBlock
 
 
 @dataclass(eq=False)

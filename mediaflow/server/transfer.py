@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 
@@ -46,6 +46,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 
 from mediaflow.server.filecache import ArtifactCache, OpenArtifact
+from mediaflow.server.header_block import HeaderBlock, check_header
 from mediaflow.server.sockets import ArtifactTruncated, send_more, sendfile_now, writable
 
 CHUNK = 256 * 1024
@@ -76,40 +77,6 @@ class PrepareHook:
 
     async def __call__(self, request: web.BaseRequest, response: web.StreamResponse) -> None:
         self.now(request, response)
-
-
-class HeaderBlock:
-    """Header lines fixed for one artifact, kept both as pairs and serialised.
-
-    Built once per open artifact: the aiohttp way adds ``pairs`` to a
-    response's headers, the lean way sends :meth:`head_start` as it is.
-    """
-
-    __slots__ = ("_starts", "pairs", "text")
-
-    def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
-        for name, value in pairs:
-            _check_header(name, value)
-        self.pairs = tuple(pairs)
-        self.text = "".join(f"{name}: {value}\r\n" for name, value in self.pairs)
-        self._starts: dict[tuple[int, str, int], str] = {}
-
-    def head_start(
-        self, version: tuple[int, int], status: int, reason: str, content_type: str
-    ) -> str:
-        """Status line, these lines and ``Content-Type``: the part of a head that
-        repeats from one response to the next."""
-        key = (status, content_type, version[1])  # HTTP/1.x
-        start = self._starts.get(key)
-        if start is None:
-            if len(self._starts) >= 16:  # ?type= can name many types; keep a few
-                self._starts.clear()
-            _check_header("Content-Type", content_type)
-            start = self._starts[key] = (
-                f"HTTP/{version[0]}.{version[1]} {status} {reason}\r\n"
-                f"{self.text}Content-Type: {content_type}\r\n"
-            )
-        return start
 
 
 class SpanResponse(web.StreamResponse):
@@ -316,7 +283,7 @@ class SpanResponse(web.StreamResponse):
             parts.append(f"Content-Length: {self._span_length}\r\n")
         else:
             for name, value in headers.items():
-                _check_header(name, value)
+                check_header(name, value)
                 parts.append(f"{name}: {value}\r\n")
         parts.append(_date_and_server())
         if version != HttpVersion11:
@@ -324,12 +291,6 @@ class SpanResponse(web.StreamResponse):
         else:
             parts.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
         return "".join(parts).encode("utf-8")
-
-
-def _check_header(name: str, value: str) -> None:
-    # A line break would let a value start a header (or a body) of its own.
-    if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-        raise ValueError(f"header {name!r} has a line break in its name or value")
 
 
 _date_second = -1

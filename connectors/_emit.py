@@ -1,6 +1,6 @@
-"""Saving and emitting what a connector captured: one publisher per output port.
+"""Saving and emitting what a connector captured: one emitter per output port.
 
-Every published artifact carries the capture facts DESIGN.md fixes in its meta:
+Every emitted artifact carries the capture facts DESIGN.md fixes in its meta:
 ``source`` (the node id), ``device`` (the spec it was opened from), ``seq`` (per port,
 gap-free, continued after a crash-resume), ``pts``, ``captured_at`` and what the
 media needs (``width``/``height``/``codec``, ``rate``/``channels``, ``duration``);
@@ -26,7 +26,7 @@ OutT = TypeVar("OutT")
 REPORT_INTERVAL_S = 1.0
 
 
-class PortPublisher:
+class PortEmitter:
     """Saves bytes with the capture meta and emits the reference on one port."""
 
     def __init__(self, ctx: Context, port: str, device: str, resume: Resume | None) -> None:
@@ -34,34 +34,32 @@ class PortPublisher:
         self.port = port
         self.device = device
         self.sequence = PortSequence(port, resume)
-        self.published = 0
+        self.emitted = 0
 
-    async def publish(
+    async def emit(
         self, data: bytes, media_type: str, epoch: Epoch, facts: Mapping[str, Any]
     ) -> MediaRef:
         """Save ``data`` and emit its reference; returns once the emission is durable.
 
         ``facts`` are the item's own meta (``pts`` already in source time). Raises what
-        ``save_artifact`` and ``emit`` raise.
+        ``ctx.save_artifact`` and ``ctx.emit`` raise.
         """
         meta = {"source": self.ctx.node, "device": self.device, **self.sequence.stamp(epoch)}
         meta.update(facts)
         ref = await self.ctx.save_artifact(data, media_type, meta)
         await self.ctx.emit(self.port, ref)
-        self.published += 1
+        self.emitted += 1
         return ref
 
 
-async def publish_lane(
-    lane: EncodeLane[Any, OutT], publish: Callable[[OutT], Awaitable[object]]
-) -> None:
-    """Publish every result of ``lane`` in order until it ends. Raises the worker's error."""
+async def emit_lane(lane: EncodeLane[Any, OutT], emit: Callable[[OutT], Awaitable[object]]) -> None:
+    """Emit every result of ``lane`` in order until it ends. Raises the worker's error."""
     while True:
         try:
             result = await lane.get()
         except EndOfStream:
             return
-        await publish(result)
+        await emit(result)
 
 
 class CounterReport:

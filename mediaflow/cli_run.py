@@ -1,0 +1,199 @@
+"""``mediaflow run``: one flow run from the command line, with the wall served if asked.
+
+:func:`run_flow` is the whole command for a :class:`RunOptions`: it loads the
+flow, starts the session, the periodic sweep and (with a port) the server,
+logs the events worth a line on stderr, waits for ``--for``, ``--until-idle``
+or a signal, and stops everything in reverse order. ``mediaflow run`` (in
+:mod:`mediaflow.cli`) and ``mediaflow demo`` both call it; the parser wiring
+stays with them.
+
+Exit codes: 0 done, 1 a runtime failure (a backend, a node's setup), 2 a
+flow-file or setting error (nothing was started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mediaflow import cli_gc, cli_serve, eventloop
+from mediaflow.config import ConfigError, EngineSettings, default_data_dir
+from mediaflow.engine.events import EventBus
+from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason
+from mediaflow.flows import FlowError, load_flow
+from mediaflow.gc import GcSettings
+from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
+
+# The CLI's logger, whichever command runs the flow: the lines read the same.
+log = logging.getLogger("mediaflow.cli")
+
+# Events worth a line on stderr while a flow runs; the rest go to --jsonl readers,
+# the server and the metrics.
+LOGGED_EVENTS = {
+    "cascade_retry": logging.WARNING,
+    "cascade_dropped": logging.ERROR,
+    "engine_degraded": logging.WARNING,
+    "engine_recovered": logging.INFO,
+    "queue_unavailable": logging.ERROR,
+    "queue_available": logging.INFO,
+    "device_lost": logging.WARNING,
+    "device_restored": logging.INFO,
+    "frames_skipped": logging.WARNING,
+    "audio_overflow": logging.WARNING,
+    "source_started": logging.INFO,
+    "source_ended": logging.INFO,
+    "run_started": logging.INFO,
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What to run and how: the options of ``mediaflow run``.
+
+    ``data_dir`` None means :func:`~mediaflow.config.default_data_dir`; ``port``
+    None serves nothing (0 picks a free port). ``for_s`` and ``until_idle`` are
+    the two ways a run ends on its own; with neither it runs until a signal.
+    """
+
+    flow: Path
+    data_dir: Path | None = None
+    for_s: float | None = None
+    until_idle: bool = False
+    jsonl: bool = False
+    host: str = "127.0.0.1"
+    port: int | None = None
+
+
+def run(options: RunOptions) -> int:
+    """Run the flow on the configured event loop (see :mod:`mediaflow.eventloop`).
+
+    Blocks until the run ends; returns the exit code. ``KeyboardInterrupt``
+    before the signal handlers are in place propagates to the caller.
+    """
+    return eventloop.run_command(lambda: run_flow(options))
+
+
+async def run_flow(options: RunOptions) -> int:
+    """The run itself, on the running loop; returns the exit code.
+
+    Errors are reported on stderr as one ``mediaflow: ...`` line, never raised.
+    Installs SIGINT/SIGTERM handlers on the loop: either one stops the run cleanly.
+    """
+    data_dir = options.data_dir or default_data_dir()
+    queue_url = os.environ.get("MEDIAFLOW_QUEUE")
+    try:
+        queue_path(queue_url, data_dir)  # refuse an unsupported setting before starting
+        spec = load_flow(options.flow)
+        settings = EngineSettings.from_env()
+        gc_settings = GcSettings.from_env()
+    except (FlowError, ConfigError, UnsupportedQueue) as exc:
+        print(f"mediaflow: {exc}", file=sys.stderr)
+        return 2
+    bus = EventBus()
+    session = FlowSession(
+        spec,
+        data_dir,
+        queue_url=queue_url,
+        settings=settings,
+        bus=bus,
+        jsonl=sys.stdout if options.jsonl else None,
+    )
+    logger = asyncio.create_task(log_events(bus))
+    refused = await _start(session)
+    if refused is not None:
+        print(f"mediaflow: {refused}", file=sys.stderr)
+        return 1
+    try:
+        sweeping = cli_gc.start_periodic(data_dir, queue_url, bus, gc_settings)
+    except QueueError as exc:
+        await session.stop("error")
+        print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)
+        return 1
+    served = None
+    if options.port is not None:
+        try:
+            served = await cli_serve.serve_session(
+                session, options.host, options.port, gc_settings=gc_settings
+            )
+        except (ConfigError, OSError) as exc:
+            if sweeping is not None:
+                await sweeping.stop()
+            await session.stop("error")
+            print(
+                f"mediaflow: cannot serve on {options.host}:{options.port}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+    log.info(
+        "running flow %r (%d nodes, run %s) with data in %s",
+        spec.name,
+        len(spec.nodes),
+        session.run_id,
+        data_dir,
+    )
+    reason = await _wait_for_end(session, options)
+    if served is not None:
+        await served.close()
+    if sweeping is not None:
+        await sweeping.stop()
+    outcome = await session.stop(reason)
+    logger.cancel()
+    summarise(outcome)
+    return 0
+
+
+async def _start(session: FlowSession) -> str | None:
+    """Start ``session``; None once started, else why it could not start (one line)."""
+    try:
+        await session.start()
+    except FlowAlreadyRunning as exc:
+        return str(exc)
+    except (QueueError, OSError) as exc:
+        return f"cannot start flow {session.spec.name!r}: {exc}"
+    except Exception as exc:
+        # A node's setup refused (an unknown device, a missing file, a bad model):
+        # its message says what is wrong, a traceback would only hide it.
+        log.debug("setup failed", exc_info=True)
+        return f"cannot start flow {session.spec.name!r}: {exc}"
+    return None
+
+
+async def _wait_for_end(session: FlowSession, options: RunOptions) -> StopReason:
+    """Why the run ends: the session's own reason (``idle``, ``time``) or ``signal``."""
+    stop_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop_requested.set)
+    waiter = asyncio.create_task(session.wait(for_s=options.for_s, until_idle=options.until_idle))
+    signalled = asyncio.create_task(stop_requested.wait())
+    done, _ = await asyncio.wait({waiter, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    reason: StopReason = waiter.result() if waiter in done else "signal"
+    waiter.cancel()
+    signalled.cancel()
+    return reason
+
+
+async def log_events(bus: EventBus) -> None:
+    """Log each of :data:`LOGGED_EVENTS` as one line until cancelled."""
+    async for event in bus.subscribe(types=frozenset(LOGGED_EVENTS)):
+        data = " ".join(f"{k}={v}" for k, v in event.data.items())
+        log.log(LOGGED_EVENTS[event.type], "%s %s", event.type, data)
+
+
+def summarise(outcome: RunOutcome) -> None:
+    """One INFO line saying how the run ended, how much it did and whether it resumed."""
+    log.info(
+        "run %s %s: %d items in %.1f s%s",
+        outcome.run_id,
+        {"idle": "finished", "time": "stopped on time", "signal": "interrupted"}.get(
+            outcome.reason, outcome.reason
+        ),
+        outcome.items,
+        outcome.duration_s,
+        " (resumed after an unclean stop)" if outcome.resumed else "",
+    )
