@@ -13,7 +13,7 @@ and has every contender encode *those* frames:
   and luma PSNR are printed so "matched quality" can be checked, not assumed;
 - segments: mediaflow's :class:`~connectors._segments.SegmentEncoder` (2 s segments,
   H.264 fMP4 and VP8 WebM) against ``ffmpeg`` with the same encoder settings;
-- MJPEG passthrough: the camera connector in a real flow on an MJPEG file, publishing
+- MJPEG passthrough: the camera connector in a real flow on an MJPEG file, emitting
   the JPEGs as they are, against the same connector decoding and re-encoding them.
 
 CPU is user+system time: ``getrusage(RUSAGE_SELF)`` around the work inside a child
@@ -181,12 +181,12 @@ def child_connector(workdir: Path, source: str, reencode: bool) -> dict[str, Any
             await session.wait(until_idle=True)
             await session.stop()
             cpu = cpu_seconds() - start
-            node = session.runner.nodes["cam"] if session.runner else None
-            published = node.video_run.images.published if node and node.video_run else 0  # type: ignore[attr-defined]
-            return cpu, published
+            node = session.node("cam")
+            emitted = node.video_run.images.emitted if node and node.video_run else 0  # type: ignore[attr-defined]
+            return cpu, emitted
 
-    cpu, published = run_async(run())
-    return {"cpu": cpu, "frames": published}
+    cpu, emitted = run_async(run())
+    return {"cpu": cpu, "frames": emitted}
 
 
 def child_pixels(workdir: Path, passthrough: bool) -> dict[str, Any]:

@@ -143,7 +143,7 @@ class Probe:
             self.duplicates += 1
         if self.runs % 16 == 0 and self.session is not None:
             held = in_memory(self.session)
-            if held is not None and held > self.peak_in_memory:
+            if held > self.peak_in_memory:
                 self.peak_in_memory = held
 
     def to_json(self) -> Json:
@@ -163,14 +163,11 @@ class Probe:
         }
 
 
-def in_memory(session: FlowSession) -> int | None:
-    """Items the engine holds in memory for its busiest non-source node (internals:
-    None if the engine's shape changed)."""
-    try:
-        nodes = session.runner.state.nodes.values()  # type: ignore[union-attr]
-        return max((node.held for node in nodes if not node.is_source), default=0)
-    except AttributeError:
-        return None
+def in_memory(session: FlowSession) -> int:
+    """Items the engine holds in memory for its busiest non-source node."""
+    sources = {node.id for node in session.spec.sources()}
+    lines = session.snapshot().lines
+    return max((w + r for s, (w, r) in lines.items() if s.node not in sources), default=0)
 
 
 class CountingSource(Node):
@@ -318,7 +315,7 @@ async def _throughput(probe: Probe, data_dir: Path) -> Json:
     try:
         reason = await session.wait(until_idle=True)
         idle_at = time.perf_counter()
-        stats = await session.runner.queue.stats()  # type: ignore[union-attr]
+        stats = await session.queue.stats()
     finally:
         await session.stop()
     result = probe.to_json()
@@ -445,7 +442,7 @@ async def _backlog(probe: BacklogProbe, data_dir: Path, drain_samples: list[int]
     try:
         await session.pause()
         await probe.source_done.wait()
-        on_disk = (await session.runner.queue.backlog_flows()).get(FLOW, 0)  # type: ignore[union-attr]
+        on_disk = (await session.queue.backlog_flows()).get(FLOW, 0)
         held_paused = in_memory(session)
         probe.paused = False
         started = probe.drain_started = time.perf_counter()

@@ -33,11 +33,23 @@ class ItemInfo:
 class Context(Protocol):
     """What the engine gives a node's ``run``."""
 
-    flow: str
     node: str
     inputs: Mapping[str, Any]
-    item: ItemInfo | None
-    log: Any
+
+    @property
+    def flow(self) -> str:
+        """The flow's name."""
+        ...
+
+    @property
+    def item(self) -> ItemInfo | None:
+        """The item this run is for (``seq``, ``entry_id``, ``deliveries``); None in ``setup``."""
+        ...
+
+    @property
+    def log(self) -> Any:
+        """This node's logger (``mediaflow.node.<id>``)."""
+        ...
 
     @property
     def flow_dir(self) -> Path:

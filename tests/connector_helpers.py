@@ -77,9 +77,7 @@ class FlowResult:
         return [e for e in self.events if e.type == event_type]
 
     def latest(self, node: str, port: str) -> Any:
-        runner = self.session.runner
-        assert runner is not None
-        return runner.latest_values.get((node, port))
+        return self.session.snapshot().latest.get((node, port))
 
 
 async def run_flow(

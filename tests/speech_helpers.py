@@ -231,9 +231,8 @@ async def run_speech(
     finally:
         await session.stop()
     assert reason == "idle"
-    assert session.runner is not None
     events: list[Event] = bus.recent(0)
-    latest = session.runner.latest_values.get((source, "audio"))
+    latest = session.snapshot().latest.get((source, "audio"))
     seen = Collector.seen["sink"]
     return SpeechRun(
         texts=list(seen["text"]),

@@ -107,19 +107,17 @@ async def test_real_capture_from_portaudio_hears_the_tone(
     tone = write_tone(tmp_path / "tone.wav", seconds=1.5, rate=48000)
     session = FlowSession(mic_flow("live", "default").build(), tmp_path / "data", settings=FAST)
     await session.start()
-    runner = session.runner
-    assert runner is not None
     try:
-        while runner.latest_values.get(("mic", "audio")) is None:  # the stream runs
+        while session.snapshot().latest.get(("mic", "audio")) is None:  # the stream runs
             await asyncio.sleep(0.02)
         player = pulse_server.play(tone)
         _, stderr = await asyncio.to_thread(player.communicate, timeout=10)
         assert player.returncode == 0, stderr
         await asyncio.sleep(0.3)  # the tail of the tone reaches the monitor source
-        node = runner.nodes["mic"]
+        node = session.node("mic")
         assert isinstance(node, MicrophoneConnector) and node.audio_run is not None
-        published = node.audio_run.chunks.published
-        while len(MediaSink.received["sink"]) < published:  # let the sink catch up
+        emitted = node.audio_run.chunks.emitted
+        while len(MediaSink.received["sink"]) < emitted:  # let the sink catch up
             await asyncio.sleep(0.02)
     finally:
         await session.stop()

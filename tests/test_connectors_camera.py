@@ -93,7 +93,7 @@ def assert_segments(
 
 
 @pytest.mark.parametrize("codec", ["h264", "vp8", "vp9"])
-async def test_virtual_camera_publishes_jpegs_at_fps_and_playable_segments(
+async def test_virtual_camera_emits_jpegs_at_fps_and_playable_segments(
     tmp_path: Path, codec: str
 ) -> None:
     flow = camera_flow(
@@ -101,7 +101,7 @@ async def test_virtual_camera_publishes_jpegs_at_fps_and_playable_segments(
         fps=15, realtime=False, segment_s=1.0, codec=codec,
     )  # fmt: skip
     result = await run_flow(flow, tmp_path)
-    assert_jpegs(result, (320, 240), count=30)  # 60 frames at 30 fps, published at 15
+    assert_jpegs(result, (320, 240), count=30)  # 60 frames at 30 fps, emitted at 15
     assert_segments(result, codec=codec, size=(320, 240), frames=30, count=2)
     assert not result.of_type("frames_skipped")  # realtime=false waits, never skips
 
@@ -143,7 +143,7 @@ async def test_segments_are_encoded_only_when_video_is_read(
     flow = camera_flow("noread", LAVFI_2S, ports=("image",), fps=5, realtime=False, video=video)
     result = await run_flow(flow, tmp_path)
     assert len(result.port("image")) == 10
-    node = result.session.runner.nodes["cam"] if result.session.runner else None
+    node = result.session.node("cam")
     assert isinstance(node, CameraConnector) and node.video_run is not None
     assert node.video_run.statistics()["segments"] == segments
     assert (result.latest("cam", "video") is not None) == bool(segments)
@@ -164,7 +164,7 @@ async def test_slow_encoding_skips_frames_at_the_capture_edge(
     )
     before = rss_bytes()
     result = await run_flow(flow, tmp_path, for_s=2.5)
-    node = result.session.runner.nodes["cam"] if result.session.runner else None
+    node = result.session.node("cam")
     assert isinstance(node, CameraConnector) and node.video_run is not None
     stats = node.video_run.statistics()
     skipped, encoded = stats["skipped"]["video"], stats["segment_frames"]
@@ -229,7 +229,7 @@ async def test_capture_options_on_a_virtual_camera_fail_at_start(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    ("fps", "frame_pts", "published"),
+    ("fps", "frame_pts", "emitted"),
     [
         (15, [i / 30 for i in range(8)], [0, 2, 4, 6]),  # every other frame
         (30, [i / 30 for i in range(4)], [0, 1, 2, 3]),  # every frame
@@ -238,9 +238,9 @@ async def test_capture_options_on_a_virtual_camera_fail_at_start(tmp_path: Path)
         (10, [0.0, 0.1, 5.0, 5.05, 5.1], [0, 1, 2, 4]),  # after a gap: no burst
     ],
 )
-def test_jpeg_pacer(fps: float, frame_pts: list[float], published: list[int]) -> None:
+def test_jpeg_pacer(fps: float, frame_pts: list[float], emitted: list[int]) -> None:
     pacer = JpegPacer(fps, frame_interval=1 / 30)
-    assert [i for i, pts in enumerate(frame_pts) if pacer.due(pts)] == published
+    assert [i for i, pts in enumerate(frame_pts) if pacer.due(pts)] == emitted
 
 
 def gray_frame(y: int, fmt: str) -> av.VideoFrame:

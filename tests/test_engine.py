@@ -68,8 +68,7 @@ async def test_returned_outputs_flow_downstream(tmp_path: Path) -> None:
     session = FlowSession(flow.build(), tmp_path, settings=FAST, bus=bus)
     await session.start()
     await session.wait(until_idle=True)
-    assert session.runner is not None
-    assert session.runner.latest_values[("double", "n")] == 38
+    assert session.snapshot().latest[("double", "n")] == 38
     await session.stop()
 
 
@@ -90,16 +89,14 @@ async def test_slow_consumer_gets_all_5000_chunks_with_the_backlog_on_disk(
     session = FlowSession(flow.build(), tmp_path, settings=settings, bus=bus)
     baseline = rss_bytes()
     await session.start()
-    runner = session.runner
-    assert runner is not None
     peak_rss = baseline
     peak_disk_backlog = 0
     peak_held = 0
     waiter = asyncio.create_task(session.wait(until_idle=True))
     while not waiter.done():
-        backlog = await runner.queue.backlog_flows()
+        backlog = await session.queue.backlog_flows()
         peak_disk_backlog = max(peak_disk_backlog, backlog.get("slow", 0))
-        peak_held = max(peak_held, sum(n.held for n in runner.state.nodes.values()))
+        peak_held = max(peak_held, session.snapshot().in_memory)
         peak_rss = max(peak_rss, rss_bytes())
         await asyncio.sleep(0.05)
     assert waiter.result() == "idle"
@@ -131,8 +128,7 @@ async def test_a_failing_node_is_retried_in_order_then_dead_lettered(tmp_path: P
     assert all("flaky on seq" in e.data["reason"] for e in dropped)
     retries = [e for e in events if e.type == "cascade_retry"]
     assert len(retries) == 4
-    queue = session.runner.queue if session.runner else None
-    assert queue is not None
+    assert session.queue is not None
 
 
 async def test_a_node_that_recovers_is_not_dead_lettered(tmp_path: Path) -> None:
@@ -168,10 +164,8 @@ async def test_pause_holds_work_on_disk_and_step_runs_one(tmp_path: Path) -> Non
     session = FlowSession(flow.build(), tmp_path, settings=FAST)
     await session.start()
     await session.pause()
-    runner = session.runner
-    assert runner is not None
     for _ in range(100):
-        if (await runner.queue.backlog_flows()).get("pausable", 0) >= 10:
+        if (await session.queue.backlog_flows()).get("pausable", 0) >= 10:
             break
         await asyncio.sleep(0.02)
     assert Recorder.seen["sink"] == []

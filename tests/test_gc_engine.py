@@ -18,9 +18,9 @@ from mediaflow import Context, FlowBuilder, FlowSession, MediaRef, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.context import HOLD_S
 from mediaflow.engine.pins import STALE_PIN_S, Pins
-from mediaflow.engine.state_store import StateStore
+from mediaflow.engine.state_store import RunRecord, StateStore
 from mediaflow.queue import SqliteQueue, WorkItem
-from mediaflow.queue.contract import NewItem
+from mediaflow.queue.contract import EmissionRun, NewItem, StreamKey
 from mediaflow.store import ArtifactStore, current_store
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
@@ -265,7 +265,7 @@ class SavingSource(Node):
             ref = await ctx.save_artifact(f"frame {index}".encode(), "image/jpeg")
             SavingSource.saving.append((before, time.time()))
             SavingSource.refs.append(ref)
-            await SavingSource.gate.pause()  # saved, unpublished
+            await SavingSource.gate.pause()  # saved, not yet emitted
             if action == "emit":
                 await ctx.emit("image", ref)
                 await ctx.flush()
@@ -287,6 +287,14 @@ class Forwarder(Node):
         return {"out": ctx.inputs["image"]}
 
 
+def _last_run(data: Path, flow: str) -> RunRecord | None:
+    store = StateStore(data)
+    try:
+        return store.last_run(flow)
+    finally:
+        store.close()
+
+
 async def _start(flow: FlowBuilder, data: Path, **session: Any) -> FlowSession:
     started = FlowSession(flow.build(), data, settings=FAST, **session)
     await started.start()
@@ -300,7 +308,7 @@ async def _step(gate: Gate) -> None:
 
 
 @pytest.mark.parametrize("action", ["emit", "keep", "hold"])
-async def test_a_saved_reference_holds_the_horizon_until_published(
+async def test_a_saved_reference_holds_the_horizon_until_emitted(
     tmp_path: Path, action: str
 ) -> None:
     SavingSource.gate = gate = Gate()
@@ -310,19 +318,19 @@ async def test_a_saved_reference_holds_the_horizon_until_published(
     runner = session.runner
     assert runner is not None
     try:
-        await asyncio.wait_for(gate.reached.wait(), 10)  # saved, not yet published
+        await asyncio.wait_for(gate.reached.wait(), 10)  # saved, not yet emitted
         before, after = SavingSource.saving[0]
         horizon = runner.horizon()
         assert before <= horizon <= after  # when the save started
-        await runner.loops.touch_once()  # the heartbeat records it
-        record = runner.state_store.last_run("pinning") if runner.state_store else None
+        await runner.heartbeat()  # the heartbeat records it
+        record = _last_run(tmp_path, "pinning")
         assert record is not None and record.horizon == horizon
 
         await _step(gate)  # emitted and committed, kept, or held
         before = time.time()
         assert runner.horizon() >= before
-        await runner.loops.touch_once()
-        record = runner.state_store.last_run("pinning") if runner.state_store else None
+        await runner.heartbeat()
+        record = _last_run(tmp_path, "pinning")
         assert record is not None and record.horizon is not None and record.horizon >= before
     finally:
         gate.open()
@@ -343,10 +351,10 @@ async def test_a_reference_the_run_drops_is_let_go_when_the_run_ends(tmp_path: P
         assert before <= runner.horizon() <= after
         gate.open()  # the source's run ends
         for _ in range(200):
-            if not len(runner.pins):
+            if not runner.pinned():
                 break
             await asyncio.sleep(0.01)
-        assert runner.horizon() > after and not len(runner.pins)
+        assert runner.horizon() > after and not runner.pinned()
     finally:
         gate.open()
         await session.stop()
@@ -452,7 +460,8 @@ class SpyQueue(SqliteQueue):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.commits: list[tuple[list[str], dict[tuple[str, str, str], Any]]] = []
-        self.stored: list[WorkItem] = []
+        self.stored: list[WorkItem] = []  # every item handed to a consumer
+        self.lazy: list[dict[tuple[str, str, str], Any]] = []  # put_latest alone
 
     async def enqueue(
         self,
@@ -468,12 +477,34 @@ class SpyQueue(SqliteQueue):
             self.commits.append((list(ack), dict(latest or {})))
         return stored
 
+    async def commit(
+        self,
+        runs: Sequence[EmissionRun],
+        *,
+        claim_for: str | None = None,
+        ack: Sequence[str] = (),
+        latest: Mapping[tuple[str, str, str], Any] | None = None,
+    ) -> list[WorkItem]:
+        claimed = await super().commit(runs, claim_for=claim_for, ack=ack, latest=latest)
+        self.stored.extend(claimed)
+        if ack or latest:
+            self.commits.append((list(ack), dict(latest or {})))
+        return claimed
+
+    async def claim(
+        self, consumer: str, wants: Mapping[StreamKey, int], *, block_ms: int = 0
+    ) -> list[WorkItem]:
+        claimed = await super().claim(consumer, wants, block_ms=block_ms)
+        self.stored.extend(claimed)
+        return claimed
+
     async def ack(self, entry_ids: Sequence[str]) -> int:
         self.commits.append((list(entry_ids), {}))
         return await super().ack(entry_ids)
 
     async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
         self.commits.append(([], dict(latest)))
+        self.lazy.append(dict(latest))
         await super().put_latest(latest)
 
 
@@ -496,10 +527,11 @@ async def test_a_reference_forwarded_to_an_unread_port_lands_with_the_ack(
         for _ in range(2 * 5):
             await _step(gate)
         for _ in range(200):
-            if not runner.has_unflushed() and len(queue.stored) >= 5 and not runner.pins:
+            if not runner.has_unflushed() and len(queue.stored) >= 5 and not runner.pinned():
                 break
             await asyncio.sleep(0.01)
-        assert ("fwd", "out") not in runner.dirty_latest
+        # Never left to the lazy flush of latest values: it rides with the acks.
+        assert all(("forwarding", "fwd", "out") not in latest for latest in queue.lazy)
     finally:
         gate.open()
         await session.stop()

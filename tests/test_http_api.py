@@ -73,9 +73,7 @@ async def test_flows_of_a_running_session(tmp_path: Path) -> None:
     try:
         state = AppState.for_session(session, settings=ServerSettings())
         async with serve(tmp_path, state=state) as served:
-            runner = session.runner
-            assert runner is not None
-            await wait_until(lambda: runner.latest_values.get(("cam", "caption")) == "frame 4")
+            await wait_until(lambda: session.snapshot().latest.get(("cam", "caption")) == "frame 4")
             status, listing = await get_json(served, "/api/flows")
             assert status == 200 and listing["queue"] == "ok"
             (summary,) = listing["flows"]

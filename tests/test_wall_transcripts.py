@@ -308,14 +308,13 @@ async def test_latest_values_and_node_events_carry_their_emission(tmp_path: Path
     await session.start()
     try:
         await wait_until(lambda: sum(t == "transcript" for t, _ in seen) == 3, timeout=10)
-        runner = session.runner
-        assert runner is not None
+        ids = session.snapshot().latest_ids
         events = [d for t, d in seen if t == "transcript"]
         items = [e["item"] for e in events]
         assert [e["text"] for e in events] == ["same", "same", "other"]
         assert len(set(items)) == 3  # the same word twice is two items
-        assert runner.latest_ids["src", "word"] == {"seq": 3}  # a source runs for no item
-        assert runner.latest_ids["echo", "text"] == {"seq": 3, "item": items[-1]}
+        assert ids["src", "word"] == {"seq": 3}  # a source runs for no item
+        assert ids["echo", "text"] == {"seq": 3, "item": items[-1]}
 
         # `latest` events are throttled per port; the burst ends with its last value.
         def echoed() -> list[dict[str, Any]]:

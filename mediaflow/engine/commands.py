@@ -1,4 +1,9 @@
-"""Commands: what the reducer asks the runner to do, as frozen values."""
+"""Commands: what the reducer asks the runner to do, as frozen values.
+
+Two are answers the asking hand-off performs itself: ``ClaimCommand`` (the
+claimer's :class:`~.ticks.ClaimDueTick`) and ``JournalCommand`` (the group
+commit's :class:`~.ticks.CommitDueTick`). The runner applies every other one.
+"""
 
 from __future__ import annotations
 
@@ -9,29 +14,45 @@ from typing import Any, Literal, TypeAlias
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StartNodeCommand:
-    """Run the node of ``item.stream`` for ``item`` (``attempt`` counts from 1)."""
+    """Run ``stream``'s node on ``items``, one after the other, in order.
 
-    item: WorkItem
-    attempt: int
+    ``attempt`` counts the runs of ``items[0]`` from 1 (the others run for the
+    first time). ``commit_first``: make every buffered ack durable before the
+    first item starts (it may kill the process again: after a crash, only it
+    should be delivered once more).
+    """
+
+    stream: StreamKey
+    items: tuple[WorkItem, ...]
+    attempt: int = 1
+    commit_first: bool = False
     type: Literal["start_node"] = "start_node"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class RecallCommand:
+    """End ``stream``'s running batch after the item it is running now."""
+
+    stream: StreamKey
+    type: Literal["recall"] = "recall"
+
+
+@dataclass(frozen=True, slots=True)
 class AckCommand:
-    entry_id: str
+    entry_ids: tuple[str, ...]
     type: Literal["ack"] = "ack"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeadLetterCommand:
     item: WorkItem
     reason: str
     type: Literal["dead_letter"] = "dead_letter"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReleaseCommand:
     """Hand items held in memory back to the queue unacked (on stop). ``started``
     False: they never ran, so their claim does not count as a delivery."""
@@ -41,7 +62,7 @@ class ReleaseCommand:
     type: Literal["release"] = "release"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WakeAtCommand:
     """Deliver a :class:`~mediaflow.engine.ticks.TimerTick` at ``at`` (monotonic seconds)."""
 
@@ -49,7 +70,32 @@ class WakeAtCommand:
     type: Literal["wake_at"] = "wake_at"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class WakeClaimerCommand:
+    """Work may be claimable now (room freed in a line whose work waits on disk,
+    a stream fell behind, a step): the claimer should not wait for its poll."""
+
+    type: Literal["wake_claimer"] = "wake_claimer"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCommand:
+    """Claim up to ``wants[stream]`` items per stream, oldest first."""
+
+    wants: Mapping[StreamKey, int]
+    type: Literal["claim"] = "claim"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalCommand:
+    """Journal the group commit, claiming the first ``claims[stream]`` new
+    emissions of each stream for this process in the same transaction."""
+
+    claims: Mapping[StreamKey, int]
+    type: Literal["journal"] = "journal"
+
+
+@dataclass(frozen=True, slots=True)
 class PublishEventCommand:
     event_type: str
     data: Mapping[str, Any] = field(default_factory=dict)
@@ -58,20 +104,13 @@ class PublishEventCommand:
 
 Command: TypeAlias = (
     StartNodeCommand
+    | RecallCommand
     | AckCommand
     | DeadLetterCommand
     | ReleaseCommand
     | WakeAtCommand
+    | WakeClaimerCommand
+    | ClaimCommand
+    | JournalCommand
     | PublishEventCommand
 )
-
-__all__ = [
-    "AckCommand",
-    "Command",
-    "DeadLetterCommand",
-    "PublishEventCommand",
-    "ReleaseCommand",
-    "StartNodeCommand",
-    "StreamKey",
-    "WakeAtCommand",
-]

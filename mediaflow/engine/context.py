@@ -1,4 +1,8 @@
-"""The :class:`~mediaflow.node.Context` a node's ``run`` receives.
+"""The :class:`~mediaflow.node.Context` a node's ``run`` receives, and what it reaches.
+
+:class:`FlowEnv` holds what every context of one run shares (the journal, the
+store, the pins, the bus, the spec); the runner makes it once, so a context
+per item costs a few slot assignments.
 
 A context also tracks, for garbage collection, the references its run saved
 and has not yet made durable (see :mod:`mediaflow.engine.pins`): a save pins
@@ -10,16 +14,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from mediaflow.engine.pins import Held
+from mediaflow.engine.events import EventBus
+from mediaflow.engine.journal import Journal
+from mediaflow.engine.pins import Held, Pins
+from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.node import ItemInfo
-
-if TYPE_CHECKING:
-    from mediaflow.engine.runner import FlowRunner
+from mediaflow.queue.contract import WorkItem
+from mediaflow.store import ArtifactStore
 
 HOLD_S: Final = 86400.0
 """How long a hold outlives a crash of its holder: ``ctx.hold`` keeps expire
@@ -27,48 +33,98 @@ after this, in case the node never got to ``unhold``."""
 DAY_S: Final = 86400.0
 
 
-class RunContext:
-    """Context for one node run (or a source's whole life). Cheap to create."""
+class FlowEnv:
+    """What the contexts of one flow run share. ``run_id`` is set once the run
+    is recorded; ``is_stopping`` answers whether the run is shutting down."""
 
-    __slots__ = ("_cause", "_held", "_runner", "flow", "inputs", "item", "log", "node")
-
-    @property
-    def flow_dir(self) -> Path:
-        """The flow file's directory (the working directory for flows built in Python);
-        relative paths in node options are resolved against it."""
-        path = self._runner.spec.path
-        return path.parent if path is not None else Path.cwd()
+    __slots__ = (
+        "bus",
+        "flow",
+        "is_stopping",
+        "journal",
+        "loggers",
+        "pins",
+        "run_id",
+        "spec",
+        "store",
+    )
 
     def __init__(
         self,
-        runner: FlowRunner,
+        spec: FlowSpec,
+        *,
+        journal: Journal,
+        store: ArtifactStore,
+        pins: Pins,
+        bus: EventBus,
+        is_stopping: Callable[[], bool],
+    ) -> None:
+        self.spec = spec
+        self.flow = spec.name
+        self.journal = journal
+        self.store = store
+        self.pins = pins
+        self.bus = bus
+        self.is_stopping = is_stopping
+        self.run_id: str | None = None
+        self.loggers = {node: logging.getLogger(f"mediaflow.node.{node}") for node in spec.nodes}
+
+
+class RunContext:
+    """Context for one node run (or a source's whole life). Cheap to create."""
+
+    __slots__ = ("_cause", "_env", "_held", "_work", "inputs", "node")
+
+    def __init__(
+        self,
+        env: FlowEnv,
         node: str,
         inputs: Mapping[str, Any],
-        item: ItemInfo | None,
+        work: WorkItem | None,
+        *,
+        cause: int | None = None,
     ) -> None:
-        self._runner = runner
-        self.flow = runner.spec.name
+        self._env = env
         self.node = node
         self.inputs = inputs
-        self.item = item
+        self._work = work
         # The input item this run is for (a source's run is for none): named by
         # its emissions and events so a viewer can tell which ones belong together.
-        is_source = runner.spec.nodes[node].is_source
-        self._cause = None if item is None or is_source else item.seq
-        self.log = logging.getLogger(f"mediaflow.node.{node}")
+        self._cause = cause
         # Digests this run saved and has not made durable; made by the first save,
         # so a run that saves nothing costs nothing.
         self._held: Held | None = None
 
     @property
-    def redelivery(self) -> bool:
-        return self.item is not None and self.item.deliveries > 1
+    def flow(self) -> str:
+        return self._env.flow
 
-    async def emit(self, port: str, value: Any) -> None:
-        await self._runner.emit(self.node, port, value, item=self._cause, held=self._held)
+    @property
+    def item(self) -> ItemInfo | None:
+        work = self._work
+        return None if work is None else ItemInfo(work.entry_id, work.seq, work.deliveries)
+
+    @property
+    def log(self) -> logging.Logger:
+        return self._env.loggers[self.node]
+
+    @property
+    def flow_dir(self) -> Path:
+        """The flow file's directory (the working directory for flows built in Python);
+        relative paths in node options are resolved against it."""
+        path = self._env.spec.path
+        return path.parent if path is not None else Path.cwd()
+
+    @property
+    def redelivery(self) -> bool:
+        return self._work is not None and self._work.deliveries > 1
+
+    def emit(self, port: str, value: Any) -> Coroutine[Any, Any, None]:
+        # The journal's coroutine itself, not one wrapping it: a frame less per value.
+        return self._env.journal.emit(self.node, port, value, item=self._cause, held=self._held)
 
     async def flush(self) -> None:
-        await self._runner.flush()
+        await self._env.journal.flush()
 
     async def save_artifact(
         self,
@@ -76,11 +132,11 @@ class RunContext:
         media_type: str,
         meta: Mapping[str, Any] | None = None,
     ) -> MediaRef:
-        pins = self._runner.pins
+        pins = self._env.pins
         started = time.time()  # before the store records saved_at (see engine.pins)
         token = pins.saving(started)
         try:
-            ref = await self._runner.store.save(data, media_type, meta)
+            ref = await self._env.store.save(data, media_type, meta)
         finally:
             pins.saved(token)
         if self._held is None:
@@ -89,7 +145,7 @@ class RunContext:
         return ref
 
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
-        return await self._runner.store.read(ref)
+        return await self._env.store.read(ref)
 
     def keep(self, ref: MediaRef | str) -> None:
         """Record ``ref`` as a recording kept by this run (a ``run_artifact`` row of
@@ -98,13 +154,13 @@ class RunContext:
         first. Blocking SQLite write, small. Raises
         :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
         digest = ref.digest if isinstance(ref, MediaRef) else ref
-        runner = self._runner
-        if runner.run_id is not None:
-            days = runner.spec.retention_days
-            expires_at = None if days is None else runner.store.clock() + days * DAY_S
-            runner.store.keep(runner.run_id, digest, expires_at=expires_at, kind="recording")
+        env = self._env
+        if env.run_id is not None:
+            days = env.spec.retention_days
+            expires_at = None if days is None else env.store.clock() + days * DAY_S
+            env.store.keep(env.run_id, digest, expires_at=expires_at, kind="recording")
         if self._held:
-            runner.pins.release(self._held, digest)
+            env.pins.release(self._held, digest)
 
     def hold(self, ref: MediaRef | str) -> None:
         """Record that this node keeps using ``ref`` after the item that delivered
@@ -114,57 +170,55 @@ class RunContext:
         SQLite write, small; call it before the item's run ends. Raises
         :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
         digest = ref.digest if isinstance(ref, MediaRef) else ref
-        runner = self._runner
-        if runner.run_id is not None:
-            expires_at = runner.store.clock() + HOLD_S
-            runner.store.keep(runner.run_id, digest, expires_at=expires_at, kind="hold")
+        env = self._env
+        if env.run_id is not None:
+            expires_at = env.store.clock() + HOLD_S
+            env.store.keep(env.run_id, digest, expires_at=expires_at, kind="hold")
         if self._held:
-            runner.pins.release(self._held, digest)
+            env.pins.release(self._held, digest)
 
     def unhold(self, ref: MediaRef | str) -> None:
         """Drop this run's hold (or keep) of ``ref``: the node is done with it.
         Blocking SQLite write, small; unknown references are ignored."""
         digest = ref.digest if isinstance(ref, MediaRef) else ref
-        if self._runner.run_id is not None:
-            self._runner.store.unkeep(self._runner.run_id, digest)
+        if self._env.run_id is not None:
+            self._env.store.unkeep(self._env.run_id, digest)
 
     def release_pins(self) -> None:
         """The run is over: the references it saved and did not make durable
         were dropped (see :mod:`mediaflow.engine.pins`). Called by the engine."""
         if self._held:
-            self._runner.pins.release_all(self._held)
+            self._env.pins.release_all(self._held)
 
     def artifact_path(self, ref: MediaRef | str) -> Path:
         digest = ref.digest if isinstance(ref, MediaRef) else ref
-        return self._runner.store.path_for(digest)
+        return self._env.store.path_for(digest)
 
     def publish(self, event_type: str, **data: Any) -> None:
         # ``item``: the seq of the input item being run, as on this run's emissions.
         cause = {} if self._cause is None else {"item": self._cause}
-        self._runner.bus.publish(
-            event_type, {"flow": self.flow, "node": self.node, **cause, **data}
-        )
+        self._env.bus.publish(event_type, {"flow": self.flow, "node": self.node, **cause, **data})
 
     def stopping(self) -> bool:
-        return self._runner.stopping
+        return self._env.is_stopping()
 
     def is_wired(self, port: str) -> bool:
         """Whether this node's input ``port`` is wired in the flow (optional inputs)."""
-        return port in self._runner.spec.nodes[self.node].inputs
+        return port in self._env.spec.nodes[self.node].inputs
 
     def temp_dir(self) -> Path:
         """A scratch directory for this node on the store's filesystem, so a file
         written there is saved by a link rather than a copy. Created on demand."""
-        path = self._runner.store.data_dir / "tmp" / self.node
+        path = self._env.store.data_dir / "tmp" / self.node
         path.mkdir(parents=True, exist_ok=True)
         return path
 
     def has_readers(self, port: str) -> bool:
         """Whether any node in the flow reads this node's ``port`` (a camera encodes
         video segments only when someone reads them)."""
-        return bool(self._runner.routes.get((self.node, port)))
+        return self._env.journal.has_readers(self.node, port)
 
     def latest(self, port: str) -> Any:
         """The newest value this node emitted on ``port`` (this run or a crashed one), or None."""
-        encoded = self._runner.latest_values.get((self.node, port))
+        encoded = self._env.journal.latest_values.get((self.node, port))
         return None if encoded is None else decode_value(encoded)

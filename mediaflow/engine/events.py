@@ -64,17 +64,20 @@ class LatestThrottle:
         self._last_sent: dict[tuple[str, str], float] = {}
         self._pending: dict[tuple[str, str], tuple[Any, Mapping[str, int]]] = {}
 
-    def offer(self, node: str, port: str, value: Any, ident: Mapping[str, int]) -> None:
-        key = (node, port)
+    def offer(self, key: tuple[str, str], value: Any, ident: Mapping[str, int]) -> None:
+        """Offer the value ``(node, port)`` just emitted."""
+        pending = self._pending
+        if key in pending:  # an event is due later: it will carry the newest value
+            pending[key] = (value, ident)
+            return
         loop = asyncio.get_running_loop()
         now = loop.time()
         due = self._last_sent.get(key, -1e9) + self._interval
-        if now >= due and key not in self._pending:
+        if now >= due:
             self._send(key, (value, ident), now)
             return
-        if key not in self._pending:
-            loop.call_at(due, self._flush, key)
-        self._pending[key] = (value, ident)
+        loop.call_at(due, self._flush, key)
+        pending[key] = (value, ident)
 
     def _flush(self, key: tuple[str, str]) -> None:
         if key in self._pending:

@@ -19,29 +19,28 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, TextIO
 
 from mediaflow.config import EngineSettings
-from mediaflow.engine.context import RunContext
 from mediaflow.engine.events import EventBus
-from mediaflow.engine.reduce import is_idle
 from mediaflow.engine.runner import FlowRunner
-from mediaflow.engine.state_store import RunRecord, StateStore
-from mediaflow.engine.ticks import ItemsArrivedTick, PauseTick, ResumeTick, StepTick, StopTick
+from mediaflow.engine.snapshot import FlowSnapshot
+from mediaflow.engine.state_store import StateStore
+from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
+from mediaflow.node import Node
 from mediaflow.queue import open_queue
 from mediaflow.queue.contract import NewItem, StreamKey, WorkQueue
-from mediaflow.store import ArtifactStore, use_store
+from mediaflow.store import ArtifactStore
 
 log = logging.getLogger("mediaflow.engine")
 
 StopReason = Literal["idle", "time", "signal", "stopped", "error"]
-SOURCE_GRACE_S = 2.0
-NODE_GRACE_S = 10.0
-IDLE_POLL_S = 0.05
+IDLE_POLL_S = 0.005
 
 
 class FlowAlreadyRunning(RuntimeError):
@@ -98,6 +97,7 @@ class FlowSession:
         self._queue = queue
         self._jsonl = jsonl
         self.runner: FlowRunner | None = None
+        self._backends: tuple[WorkQueue, ArtifactStore, StateStore] | None = None
         self.run_id = ""
         self.resumed = False
         self._started_at = 0.0
@@ -125,20 +125,10 @@ class FlowSession:
         queue = self._queue or open_queue(self.queue_url, self.data_dir)
         store = ArtifactStore(self.data_dir)
         state_store = await asyncio.to_thread(StateStore, self.data_dir)
+        self._backends = (queue, store, state_store)
         last = await asyncio.to_thread(state_store.last_run, self.spec.name)
         crashed = last if last is not None and not last.ended else None
-        runner = FlowRunner(
-            self.spec,
-            queue=queue,
-            store=store,
-            consumer=new_consumer_name(),
-            settings=self.settings,
-            bus=self.bus,
-            jsonl=self._jsonl,
-            state_store=state_store,
-            resumed=crashed is not None,
-        )
-        self.runner = runner
+        consumer = new_consumer_name()
         if crashed is not None:
             if owner_alive(crashed.owner, crashed.heartbeat_at, self.settings.lease_ms / 1000):
                 await self._close_backends()
@@ -146,67 +136,79 @@ class FlowSession:
                     f"flow {self.spec.name!r} is already running (owner {crashed.owner}); "
                     "stop it first, or add executors with `mediaflow worker`"
                 )
-            await self._adopt(crashed)
+            self.run_id = crashed.run_id
+            self.resumed = True
+            await asyncio.to_thread(state_store.adopt_run, crashed.run_id, consumer)
+            released = await queue.release_consumer(crashed.owner)
+            log.warning(
+                "resuming run %s of flow %r after an unclean stop: %d items handed back",
+                crashed.run_id,
+                self.spec.name,
+                released,
+            )
         else:
             self.run_id = uuid.uuid4().hex
-            await asyncio.to_thread(
-                state_store.start_run, self.run_id, self.spec.name, runner.consumer
-            )
-        runner.latest_values.update(await queue.latest(self.spec.name))
-        runner.run_id = self.run_id
+            await asyncio.to_thread(state_store.start_run, self.run_id, self.spec.name, consumer)
+        runner = FlowRunner(
+            self.spec,
+            queue=queue,
+            store=store,
+            consumer=consumer,
+            settings=self.settings,
+            bus=self.bus,
+            jsonl=self._jsonl,
+            state_store=state_store,
+            resumed=self.resumed,
+            trace=TraceWriter.from_env(),
+        )
+        self.runner = runner
+        runner.load_latest(await queue.latest(self.spec.name))
         try:
-            for node_id, node_spec in self.spec.nodes.items():
-                node = node_spec.factory()
-                runner.nodes[node_id] = node
-                ctx = RunContext(runner, node_id, {}, None)
-                try:
-                    with use_store(runner.store):
-                        await node.setup(ctx)
-                finally:
-                    ctx.release_pins()  # what setup saved and did not keep, it dropped
+            await runner.setup_nodes()
         except BaseException:
-            # Nothing ran: undo what setup opened and leave the run resumable.
-            await self._teardown_nodes(runner)
+            # Nothing ran: leave the run resumable.
             await self._close_backends()
             raise
-        runner.loops.start()
+        runner.start(self.run_id)
         if not self.resumed:
-            await self._enqueue_sources(runner)
+            await self._enqueue_sources(runner, queue)
         self.bus.publish(
             "run_started",
             {"flow": self.spec.name, "run_id": self.run_id, "resumed": self.resumed},
         )
 
-    async def _adopt(self, last: RunRecord) -> None:
-        runner = self._require_runner()
-        self.run_id = last.run_id
-        self.resumed = True
-        assert runner.state_store is not None
-        await asyncio.to_thread(runner.state_store.adopt_run, last.run_id, runner.consumer)
-        released = await runner.queue.release_consumer(last.owner)
-        log.warning(
-            "resuming run %s of flow %r after an unclean stop: %d items handed back",
-            last.run_id,
-            self.spec.name,
-            released,
-        )
-
-    async def _enqueue_sources(self, runner: FlowRunner) -> None:
+    async def _enqueue_sources(self, runner: FlowRunner, queue: WorkQueue) -> None:
         items = [
             NewItem(StreamKey(self.spec.name, node.id), "source", {"run": self.run_id})
             for node in self.spec.sources()
         ]
-        if not items:
-            return
-        stored = await runner.queue.enqueue(items, claim_for=runner.consumer)
-        claimed = tuple(item for item in stored if item.deliveries > 0)
-        if claimed:
-            runner.dispatch(ItemsArrivedTick(claimed))
+        if items:
+            stored = await queue.enqueue(items, claim_for=runner.consumer)
+            runner.admit([item for item in stored if item.deliveries > 0])
 
     def _require_runner(self) -> FlowRunner:
         if self.runner is None:
             raise RuntimeError("the session has not started")
         return self.runner
+
+    @property
+    def queue(self) -> WorkQueue:
+        """The work queue this session runs on (once started)."""
+        if self._backends is None:
+            raise RuntimeError("the session has not started")
+        return self._backends[0]
+
+    def snapshot(self) -> FlowSnapshot:
+        """The run as it is now (latest values, lines, counters); see :class:`FlowSnapshot`."""
+        return self._require_runner().snapshot()
+
+    def node(self, node_id: str) -> Node:
+        """The instance running ``node_id`` (for tests and tools that inspect it)."""
+        return self._require_runner().node(node_id)
+
+    def observe_latency(self, callback: Callable[[str, float], None]) -> None:
+        """Call ``callback(node, seconds)`` for every emit-to-start latency recorded."""
+        self._require_runner().observe_latency(callback)
 
     async def wait(self, *, for_s: float | None = None, until_idle: bool = False) -> StopReason:
         """Block until ``for_s`` elapsed, or (``until_idle``) every source ended and the
@@ -222,28 +224,27 @@ class FlowSession:
         return self._stopped
 
     async def _idle(self, runner: FlowRunner) -> bool:
-        if not is_idle(runner.state) or runner.has_unflushed() or runner.has_effects():
+        if not runner.is_idle():
             return False
-        backlog = await runner.queue.backlog_flows()
+        backlog = await self.queue.backlog_flows()
         # Re-check: work may have arrived while the queue answered.
-        return backlog.get(self.spec.name, 0) == 0 and is_idle(runner.state)
+        return backlog.get(self.spec.name, 0) == 0 and runner.is_idle()
 
     async def pause(self) -> None:
         runner = self._require_runner()
-        await runner.queue.park(self.spec.name)
-        runner.dispatch(PauseTick(self.spec.name))
+        await self.queue.park(self.spec.name)
+        runner.pause()
 
     async def resume(self) -> None:
         runner = self._require_runner()
-        await runner.queue.unpark(self.spec.name)
-        runner.dispatch(ResumeTick(self.spec.name))
+        await self.queue.unpark(self.spec.name)
+        runner.resume()
 
     async def step(self) -> None:
         """While paused, let exactly one more item start."""
         runner = self._require_runner()
-        await runner.queue.unpark(self.spec.name, steps=1)
-        runner.dispatch(StepTick(self.spec.name))
-        runner.room_ready.set()
+        await self.queue.unpark(self.spec.name, steps=1)
+        runner.step()
 
     async def stop(self, reason: StopReason = "stopped") -> RunOutcome:
         """Stop cleanly: sources end, running nodes finish (or are cancelled after a
@@ -253,16 +254,10 @@ class FlowSession:
         if self._stopped is not None:
             return self._outcome(runner, self._stopped)
         self._stopped = reason
-        runner.stopping = True
-        runner.dispatch(StopTick())
-        await self._finish_tasks(runner)
-        await runner.drain_effects()
-        await runner.flush()
-        await runner.loops.flush_latest_once()
-        await runner.loops.stop()
-        assert runner.state_store is not None
-        await asyncio.to_thread(runner.state_store.end_run, self.run_id, reason)
-        await self._teardown_nodes(runner)
+        await runner.stop()
+        assert self._backends is not None  # the runner exists, so the backends do
+        await asyncio.to_thread(self._backends[2].end_run, self.run_id, reason)
+        await runner.teardown_nodes()
         self.bus.publish(
             "run_finished",
             {"flow": self.spec.name, "run_id": self.run_id, "reason": reason},
@@ -270,44 +265,19 @@ class FlowSession:
         await self._close_backends()
         return self._outcome(runner, reason)
 
-    async def _finish_tasks(self, runner: FlowRunner) -> None:
-        tasks = runner.node_tasks
-        sources = {s for s, n in runner.state.nodes.items() if n.is_source}
-        source_tasks = [t for s, t in tasks.items() if s in sources and not t.done()]
-        if source_tasks:
-            _, late = await asyncio.wait(source_tasks, timeout=SOURCE_GRACE_S)
-            for task in late:
-                task.cancel()
-        others = [t for t in tasks.values() if not t.done()]
-        if others:
-            _, late = await asyncio.wait(others, timeout=NODE_GRACE_S)
-            for task in late:
-                task.cancel()
-        remaining = [t for t in tasks.values() if not t.done()]
-        if remaining:
-            await asyncio.gather(*remaining, return_exceptions=True)
-
-    async def _teardown_nodes(self, runner: FlowRunner) -> None:
-        for node_id, node in runner.nodes.items():
-            try:
-                await node.teardown()
-            except Exception:
-                log.exception("teardown of node %r failed", node_id)
-
     async def _close_backends(self) -> None:
-        runner = self.runner
-        if runner is None:
+        if self._backends is None:
             return
-        await runner.queue.close()
-        runner.store.close()
-        if runner.state_store is not None:
-            await asyncio.to_thread(runner.state_store.close)
+        queue, store, state_store = self._backends
+        await queue.close()
+        store.close()
+        await asyncio.to_thread(state_store.close)
 
     def _outcome(self, runner: FlowRunner, reason: StopReason) -> RunOutcome:
         return RunOutcome(
             run_id=self.run_id,
             resumed=self.resumed,
             reason=reason,
-            items=runner.finished_items,
+            items=runner.snapshot().finished_items,
             duration_s=time.monotonic() - self._started_at,
         )

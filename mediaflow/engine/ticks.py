@@ -1,7 +1,17 @@
 """Ticks: what happened, fed to the reducer one at a time.
 
 Ticks are frozen and carry everything the reducer needs; the current time is
-passed to the reducer separately so a tick can be replayed deterministically.
+passed to the reducer separately, so a recorded run replays exactly
+(:mod:`.trace`). Each has a ``type`` literal, its name in a trace.
+
+The two hand-offs that move work into this process come in pairs, a request
+the reducer answers with one command and the outcome:
+
+* claiming work that waits on disk: :class:`ClaimDueTick` ->
+  ``ClaimCommand`` -> :class:`ClaimedTick` or :class:`ClaimFailedTick`;
+* journaling this process's emissions (the group commit):
+  :class:`CommitDueTick` -> ``JournalCommand`` (how many to claim at once) ->
+  :class:`CommittedTick` or :class:`CommitFailedTick`.
 """
 
 from __future__ import annotations
@@ -13,43 +23,93 @@ from typing import Literal, TypeAlias
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 
-@dataclass(frozen=True)
-class ItemsArrivedTick:
-    """Items were claimed for this process (by a claim, a reclaim or at enqueue)."""
+@dataclass(frozen=True, slots=True)
+class ClaimDueTick:
+    """The claimer may fetch work. ``poll``: it waited without being woken, so it
+    also looks for work other processes enqueued for caught-up streams."""
+
+    poll: bool = False
+    type: Literal["claim_due"] = "claim_due"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedTick:
+    """The claim the last ``ClaimCommand`` asked for returned ``items``."""
 
     items: tuple[WorkItem, ...]
-    # Streams for which the claim returned fewer items than asked and nothing was
-    # left on disk since: their next emissions may be claimed at enqueue.
-    drained: frozenset[StreamKey] = frozenset()
+    type: Literal["claimed"] = "claimed"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFailedTick:
+    """The claim the last ``ClaimCommand`` asked for failed (the queue did not answer)."""
+
+    type: Literal["claim_failed"] = "claim_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitDueTick:
+    """A group commit is about to journal ``counts[stream]`` new emissions per
+    reader stream (in the order they were emitted)."""
+
+    counts: Mapping[StreamKey, int]
+    type: Literal["commit_due"] = "commit_due"
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedTick:
+    """The group commit landed; ``items`` were claimed for this process in it."""
+
+    items: tuple[WorkItem, ...]
+    type: Literal["committed"] = "committed"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitFailedTick:
+    """The group commit failed; its emissions stay buffered for the next one."""
+
+    type: Literal["commit_failed"] = "commit_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsArrivedTick:
+    """Items were claimed for this process outside a claim or a commit (a run's
+    source items, enqueued and claimed at start)."""
+
+    items: tuple[WorkItem, ...]
     type: Literal["items_arrived"] = "items_arrived"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BacklogBehindTick:
-    """Work for ``streams`` waits on disk (an unclaimed emission, a reclaim)."""
+    """Work for ``streams`` waits on disk again (a reclaim, delayed items due)."""
 
     streams: frozenset[StreamKey]
     type: Literal["backlog_behind"] = "backlog_behind"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeFinishedTick:
-    """A node run for ``entry_id`` returned (``error`` is None) or raised."""
+    """The batch whose first item is ``entry_id`` ended after its first ``done``
+    items succeeded. ``error``: item ``done`` raised it. Without an error and
+    ``done`` short of the batch, the rest never started (recalled, or the node
+    yielded its turn)."""
 
     stream: StreamKey
     entry_id: str
+    done: int
     error: str | None = None
     type: Literal["node_finished"] = "node_finished"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TimerTick:
     """Time passed; retries whose backoff elapsed may start."""
 
     type: Literal["timer"] = "timer"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BacklogSampledTick:
     """Unacked items per flow, as the queue reported them just now."""
 
@@ -57,7 +117,7 @@ class BacklogSampledTick:
     type: Literal["backlog_sampled"] = "backlog_sampled"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PauseTick:
     """Stop starting items of ``flow`` (sources keep running; work waits in the queue)."""
 
@@ -65,13 +125,13 @@ class PauseTick:
     type: Literal["pause"] = "pause"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResumeTick:
     flow: str
     type: Literal["resume"] = "resume"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepTick:
     """While paused, let exactly one more item of ``flow`` start."""
 
@@ -79,7 +139,7 @@ class StepTick:
     type: Literal["step"] = "step"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StopTick:
     """Shutting down: start nothing new; release what waits in memory."""
 
@@ -87,7 +147,13 @@ class StopTick:
 
 
 Tick: TypeAlias = (
-    ItemsArrivedTick
+    ClaimDueTick
+    | ClaimedTick
+    | ClaimFailedTick
+    | CommitDueTick
+    | CommittedTick
+    | CommitFailedTick
+    | ItemsArrivedTick
     | BacklogBehindTick
     | NodeFinishedTick
     | TimerTick

@@ -18,7 +18,6 @@ from typing import Any
 
 from aiohttp import web
 
-from mediaflow.engine.reduce import stream_counts
 from mediaflow.flows.spec import NAME_RE
 from mediaflow.queue import QueueError, StreamBacklog, StreamKey
 from mediaflow.server.artifacts import error
@@ -80,12 +79,12 @@ async def flow_view(
     now = time.time()
     session = state.sessions.get(name)
     if session is not None and session.runner is not None:
-        runner = session.runner
+        snapshot = session.snapshot()
         return live_flow_view(
-            runner.spec,
-            latest=dict(runner.latest_values),
-            ids=dict(runner.latest_ids),
-            counts=stream_counts(runner.state),
+            snapshot.spec,
+            latest=snapshot.latest,
+            ids=snapshot.latest_ids,
+            counts=snapshot.lines,
             backlog=backlog,
             run=run,
             now=now,

@@ -40,12 +40,11 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from mediaflow.queue import QueueError, QueueStats, StreamBacklog, StreamKey
-from mediaflow.server.state import STATE, AppState
+from mediaflow.server.state import AppState
 from mediaflow.store.metadata import GcCounters, StoreTotals
 
 if TYPE_CHECKING:
     from mediaflow.engine.events import Event
-    from mediaflow.engine.runner import FlowRunner
     from mediaflow.engine.session import FlowSession
 
 log = logging.getLogger("mediaflow.http")
@@ -92,9 +91,9 @@ class LatencyHistogram:
         return family
 
 
-def observe_latencies(runner: FlowRunner, callback: Callable[[str, float], None]) -> None:
-    """Call ``callback(node, seconds)`` for every latency the runner records."""
-    runner.latency.add_observer(callback)
+def observe_latencies(session: FlowSession, callback: Callable[[str, float], None]) -> None:
+    """Call ``callback(node, seconds)`` for every latency the session's runner records."""
+    session.observe_latency(callback)
 
 
 @dataclass
@@ -131,7 +130,7 @@ class Metrics(Collector):
         self._watched.add(id(runner))
         flow = session.spec.name
         observe = self.latency.observe
-        observe_latencies(runner, lambda node, seconds: observe(flow, node, seconds))
+        observe_latencies(session, lambda node, seconds: observe(flow, node, seconds))
 
     def on_event(self, event: Event) -> None:
         """Keep the capture-loss totals a connector reports (a bus listener)."""
@@ -217,11 +216,11 @@ class Metrics(Collector):
             labels=["flow", "node"],
         )
         for name, session in sorted(self.state.sessions.items()):
-            runner = session.runner
-            if runner is None:
+            if session.runner is None:
                 continue
-            finished.add_metric([name], runner.finished_items)
-            for node, total in sorted(runner.latency.totals.items()):
+            snapshot = session.snapshot()
+            finished.add_metric([name], snapshot.finished_items)
+            for node, total in sorted(snapshot.started_items.items()):
                 started.add_metric([name, node], total)
         yield finished
         yield started
@@ -310,8 +309,12 @@ def _store_facts(state: AppState) -> tuple[StoreTotals, GcCounters]:
     return state.store.totals(), state.store.gc_counters()
 
 
+METRICS: web.AppKey[Metrics] = web.AppKey("mediaflow_metrics", Metrics)
+"""The app's :class:`Metrics`, set by the app factory next to its state."""
+
+
 async def scrape(request: web.Request) -> web.StreamResponse:
-    metrics = request.app[STATE].metrics
+    metrics = request.app.get(METRICS)
     if metrics is None:
         return web.json_response({"error": "metrics are not set up"}, status=503)
     body = await metrics.render()

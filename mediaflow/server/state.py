@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,7 +31,9 @@ from mediaflow.store import ArtifactStore
 if TYPE_CHECKING:
     from mediaflow.engine.session import FlowSession
     from mediaflow.gc import GcSettings
-    from mediaflow.server.metrics import Metrics
+
+SessionWatcher = Callable[["FlowSession"], None]
+"""Told of each session the state shows (the app's metrics feed on its runner)."""
 
 
 class Answered(NamedTuple):
@@ -76,7 +79,8 @@ class AppState:
         self.cache = ArtifactCache(self.store, capacity=self.settings.open_files)
         self.transfers = TransferStats()
         self.answered: deque[Answered] = deque(maxlen=2000)
-        self.metrics: Metrics | None = None  # set by the app factory
+        # Registered by the app factory (the metrics): the state need not know who watches.
+        self.session_watchers: list[SessionWatcher] = []
         self._state_store: StateStore | None = None
         self._state_lock = asyncio.Lock()
 
@@ -122,7 +126,7 @@ class AppState:
         state = cls(
             session.data_dir,
             settings=settings,
-            queue=runner.queue,
+            queue=session.queue,
             bus=session.bus,
             gc_settings=gc_settings,
         )
@@ -130,10 +134,11 @@ class AppState:
         return state
 
     def add_session(self, session: FlowSession) -> None:
-        """Show a running flow live (latest values and backlog from its runner)."""
+        """Show a running flow live (latest values and backlog from its runner), and
+        tell every :attr:`session_watchers` callback about it."""
         self.sessions[session.spec.name] = session
-        if self.metrics is not None:
-            self.metrics.watch(session)
+        for watch in self.session_watchers:
+            watch(session)
 
     async def state_store(self) -> StateStore:
         """The state store (run records), opened on first use."""

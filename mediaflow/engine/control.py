@@ -1,0 +1,115 @@
+"""The reducer's rules for flow control and health, pure like :mod:`.reduce`.
+
+* pause/step: a paused flow starts nothing until resumed, except one item per
+  step; its running batches are recalled after their current item; sources
+  keep running so nothing is lost while paused;
+* stop: nothing new starts, what waits in memory goes back to the queue and
+  running batches end after their current item;
+* backlog: a total that grows over ``degraded_samples`` samples raises
+  ``engine_degraded`` naming the flow most of the work belongs to;
+* behind: work of a stream left on disk makes it claimed, not taken at enqueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from itertools import pairwise
+
+from mediaflow.engine.commands import (
+    Command,
+    PublishEventCommand,
+    RecallCommand,
+    ReleaseCommand,
+    WakeClaimerCommand,
+)
+from mediaflow.engine.state import EngineState, NodeState
+from mediaflow.engine.ticks import BacklogSampledTick
+from mediaflow.queue.contract import StreamKey
+
+Result = tuple[EngineState, list[Command]]
+
+
+def mark_behind(state: EngineState, streams: frozenset[StreamKey]) -> EngineState:
+    """Work for ``streams`` waits on disk: claim it before taking new work at enqueue."""
+    marks = dict(state.behind_marks)
+    for stream in streams:
+        marks[stream] = marks.get(stream, 0) + 1
+    return replace(state, behind_marks=marks, caught_up=state.caught_up - streams)
+
+
+def on_pause(state: EngineState, flow: str) -> Result:
+    # Work waits on disk while paused: nothing of the flow is caught up.
+    caught_up = frozenset(s for s in state.caught_up if s.flow != flow)
+    nodes, commands = _recall(state, lambda stream: stream.flow == flow)
+    commands.append(PublishEventCommand("flow_paused", {"flow": flow}))
+    paused = replace(state, nodes=nodes, paused=state.paused | {flow}, caught_up=caught_up)
+    return paused, commands
+
+
+def on_resume(state: EngineState, flow: str) -> Result:
+    """The caller starts what may start (:func:`~.reduce.start_ready`)."""
+    steps = {f: n for f, n in state.steps.items() if f != flow}
+    resumed = replace(state, paused=state.paused - {flow}, steps=steps)
+    return resumed, [PublishEventCommand("flow_resumed", {"flow": flow})]
+
+
+def on_step(state: EngineState, flow: str) -> Result:
+    """One more item of a paused flow may start (the caller starts it); the
+    claimer may fetch it (the queue lets one more through)."""
+    if flow not in state.paused:
+        return state, []
+    steps = {**state.steps, flow: state.steps.get(flow, 0) + 1}
+    return replace(state, steps=steps), [WakeClaimerCommand()]
+
+
+def on_stop(state: EngineState) -> Result:
+    nodes, commands = _recall(state, lambda _stream: True)
+    released: list[str] = []
+    for stream, node in nodes.items():
+        released.extend(item.entry_id for item in node.waiting)
+        nodes[stream] = replace(node, waiting=(), retry_at=None)
+    if released:
+        commands.insert(0, ReleaseCommand(tuple(released)))
+    return replace(state, nodes=nodes, stopping=True), commands
+
+
+def _recall(
+    state: EngineState, matches: Callable[[StreamKey], bool]
+) -> tuple[dict[StreamKey, NodeState], list[Command]]:
+    """Recall the running batches (of more than one item, not sources) of the
+    streams ``matches`` selects: each ends after its current item."""
+    nodes = dict(state.nodes)
+    commands: list[Command] = []
+    for stream, node in state.nodes.items():
+        if len(node.running) > 1 and not node.recalled and not node.is_source and matches(stream):
+            nodes[stream] = replace(node, recalled=True)
+            commands.append(RecallCommand(stream))
+    return nodes, commands
+
+
+def on_backlog_sampled(state: EngineState, tick: BacklogSampledTick) -> Result:
+    limits = state.limits
+    total = sum(tick.per_flow.values())
+    history = (*state.backlog_history, total)[-limits.degraded_samples :]
+    growing = len(history) == limits.degraded_samples and all(a < b for a, b in pairwise(history))
+    commands: list[Command] = []
+    degraded = state.degraded
+    if not degraded and growing and total >= limits.degraded_min_items:
+        degraded = True
+        flow = max(tick.per_flow.items(), key=lambda kv: kv[1])[0]
+        commands.append(
+            PublishEventCommand(
+                "engine_degraded",
+                {
+                    "flow": flow,
+                    "backlog": total,
+                    "per_flow": dict(tick.per_flow),
+                    "growth_per_sample": (history[-1] - history[0]) / (len(history) - 1),
+                },
+            )
+        )
+    elif degraded and (total < limits.degraded_min_items or history[-1] < history[-2]):
+        degraded = False
+        commands.append(PublishEventCommand("engine_recovered", {"backlog": total}))
+    return replace(state, backlog_history=history, degraded=degraded), commands

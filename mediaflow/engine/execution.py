@@ -1,0 +1,160 @@
+"""Running nodes: one task per busy node, running the batches the reducer starts.
+
+A ``StartNodeCommand`` hands a node a batch of items; the node's task runs
+them one after the other and reports how the batch ended with one
+:class:`~.ticks.NodeFinishedTick` (how many succeeded, and the error of the
+one that raised). If the reducer starts the next batch of the same node while
+its task reports, the task carries on with it: no new task, no loop turn.
+
+A batch ends early, its rest unstarted, when it is recalled (pause, stop) or
+after :data:`SLICE_S` of running: the reducer starts the rest again at once,
+so a slow node acks what it finished every few milliseconds and a fast one
+gets through a whole line per report. Either way the tick says exactly how
+far the batch got, so the run replays the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+
+from mediaflow.engine.commands import StartNodeCommand
+from mediaflow.engine.context import FlowEnv, RunContext
+from mediaflow.engine.stats import LatencyWindow
+from mediaflow.engine.ticks import NodeFinishedTick
+from mediaflow.media import decode_value
+from mediaflow.node import Node
+from mediaflow.queue.contract import StreamKey, WorkItem
+from mediaflow.store import use_store
+
+log = logging.getLogger("mediaflow.engine")
+
+SLICE_S: Final = 0.005
+"""A batch reports after this much running time even if items remain."""
+YIELD_EVERY: Final = 64
+"""A node task yields to the event loop every this many items."""
+
+
+class NodeExecutor:
+    """The node tasks of one runner. ``report`` feeds each batch's outcome to the
+    reducer; ``commit`` makes buffered acks durable (``commit_first``)."""
+
+    def __init__(
+        self,
+        env: FlowEnv,
+        nodes: Mapping[str, Node],
+        *,
+        report: Callable[[NodeFinishedTick], object],
+        commit: Callable[[], Awaitable[None]],
+        latency: LatencyWindow,
+    ) -> None:
+        self._env = env
+        self._nodes = nodes
+        self._report = report
+        self._commit = commit
+        self._record_latency = latency.record
+        self._tasks: dict[StreamKey, asyncio.Task[None]] = {}
+        self._next: dict[StreamKey, StartNodeCommand] = {}
+        self._recalled: set[StreamKey] = set()
+        self._sources = {StreamKey(env.flow, n.id) for n in env.spec.sources()}
+        self.finished_items = 0
+
+    def start(self, command: StartNodeCommand) -> None:
+        stream = command.stream
+        self._recalled.discard(stream)
+        if asyncio.current_task() is self._tasks.get(stream):
+            # The node's own task is reporting its previous batch: it carries on.
+            self._next[stream] = command
+        else:
+            self._tasks[stream] = asyncio.create_task(self._run(command))
+
+    def recall(self, stream: StreamKey) -> None:
+        self._recalled.add(stream)
+
+    def tasks(self, *, sources: bool) -> list[asyncio.Task[None]]:
+        """The unfinished tasks of source nodes, or of the others."""
+        return [
+            task
+            for stream, task in self._tasks.items()
+            if (stream in self._sources) == sources and not task.done()
+        ]
+
+    async def _run(self, command: StartNodeCommand | None) -> None:
+        # ``mediaflow.save_artifact`` without a store saves into the flow's (this
+        # task's context only; threads started with ``to_thread`` inherit it).
+        with use_store(self._env.store):
+            while command is not None:
+                stream = command.stream
+                done, error = await self._run_batch(command)
+                self._report(NodeFinishedTick(stream, command.items[0].entry_id, done, error))
+                command = self._next.pop(stream, None)
+
+    async def _run_batch(self, command: StartNodeCommand) -> tuple[int, str | None]:
+        stream, items = command.stream, command.items
+        node = self._nodes[stream.node]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SLICE_S
+        index = 0
+        try:
+            if command.commit_first:
+                await self._commit()
+            for index, item in enumerate(items):
+                if index:
+                    if stream in self._recalled or loop.time() >= deadline:
+                        return index, None
+                    if index % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
+                attempt = command.attempt if index == 0 else 1
+                error = await self._run_item(stream, node, item, attempt)
+                self.finished_items += 1
+                if error is not None:
+                    return index, error
+        except asyncio.CancelledError:
+            # Cancelled between items (stopping): the item at ``index`` never ran.
+            return index, None
+        return len(items), None
+
+    async def _run_item(
+        self, stream: StreamKey, node: Node, item: WorkItem, attempt: int
+    ) -> str | None:
+        env = self._env
+        node_id = stream.node
+        is_source = item.kind == "source"
+        if is_source:
+            env.bus.publish(
+                "source_started", {"flow": env.flow, "node": node_id, "redelivery": item.redelivery}
+            )
+            ctx = RunContext(env, node_id, {}, item)
+        else:
+            payload = item.payload
+            inputs = {payload["port"]: decode_value(payload["value"])}
+            ctx = RunContext(env, node_id, inputs, item, cause=item.seq)
+            self._record_latency(node_id, time.time() - payload["at"])
+        error: str | None = None
+        try:
+            try:
+                outputs = await node.run(ctx)
+                if outputs:
+                    for port, value in outputs.items():
+                        await ctx.emit(port, value)
+            finally:
+                ctx.release_pins()  # what the node saved and did not emit, it dropped
+        except asyncio.CancelledError:
+            if not (is_source and env.is_stopping()):
+                error = "cancelled while stopping"
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "node %r failed on item %s (attempt %d): %s",
+                node_id,
+                item.entry_id,
+                attempt,
+                error,
+                exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
+            )
+        if is_source:
+            env.bus.publish("source_ended", {"flow": env.flow, "node": node_id, "error": error})
+        return error

@@ -1,0 +1,287 @@
+"""The journal: emitted values on their way to the queue, and the latest value per port.
+
+:meth:`Journal.emit` checks a value against its port, records it as the
+port's latest value (the flow's state, shown to live views with its identity)
+and buffers it for every reader. :meth:`Journal.flush` is the group commit: one
+queue transaction carries every emission buffered since the last one (as one
+:class:`~mediaflow.queue.contract.EmissionRun` per edge and turn, not an
+object per value), the acks of finished items and the latest values. How many
+new emissions of each stream are claimed for this process in that same
+transaction is the reducer's decision, asked through :class:`CommitScheduler`;
+readers receive a value only once the commit carrying it has landed.
+
+Bounded: at most :data:`OUTBOX_LIMIT` emissions wait for a commit; an emitter
+that fills the outbox waits for the commit (*block the producer*).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from typing import Any, Final, Protocol, TextIO
+
+from mediaflow.engine.events import LatestThrottle
+from mediaflow.engine.pins import Held, Pin, Pins
+from mediaflow.flows import FlowSpec
+from mediaflow.media import MediaRef, check_port_value, encode_value, present_value
+from mediaflow.queue.contract import EmissionRun, StreamKey, WorkItem, WorkQueue
+
+OUTBOX_LIMIT: Final = 512
+"""Emissions a group commit holds at most; an emitter that fills it waits."""
+YIELD_EVERY: Final = 64
+"""A source in a tight loop yields to the event loop every this many emissions:
+the embedded queue commits without suspending, so it would starve the commit
+and the readers. Large enough that a commit carries a batch."""
+
+LatestKey = tuple[str, str, str]  # (flow, node, port)
+
+
+class CommitScheduler(Protocol):
+    """The reducer's side of a group commit (the runner implements it)."""
+
+    def plan_commit(self, counts: Mapping[StreamKey, int]) -> Mapping[StreamKey, int]:
+        """How many of each stream's new emissions to claim in the commit."""
+        ...
+
+    def committed(self, items: tuple[WorkItem, ...]) -> None:
+        """The commit landed with ``items`` claimed for this process."""
+        ...
+
+    def commit_failed(self) -> None: ...
+
+
+class _Run:
+    """Consecutive emissions of one edge waiting for the commit (mutable, cheap)."""
+
+    __slots__ = ("at", "port", "src", "stream", "values")
+
+    def __init__(self, stream: StreamKey, src: str, port: str, at: float) -> None:
+        self.stream = stream
+        self.src = src
+        self.port = port
+        self.at = at
+        self.values: list[Any] = []
+
+
+class Journal:
+    """Emissions, acks and latest values of one flow run, committed in groups.
+
+    Everything runs on the event loop; :meth:`flush` suspends for the commit.
+    """
+
+    def __init__(
+        self,
+        spec: FlowSpec,
+        *,
+        queue: WorkQueue,
+        consumer: str,
+        scheduler: CommitScheduler,
+        pins: Pins,
+        latest_events: LatestThrottle,
+        jsonl: TextIO | None = None,
+    ) -> None:
+        self._flow = spec.name
+        self._queue = queue
+        self._consumer = consumer
+        self._scheduler = scheduler
+        self._pins = pins
+        self._latest_events = latest_events
+        self._jsonl = jsonl
+        self._kinds = {node_id: node.output_kinds for node_id, node in spec.nodes.items()}
+        # (node, port) -> [(reader stream, reader port)], and "node.port" names.
+        self._routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
+        for edge in spec.edges:
+            route = self._routes.setdefault((edge.source.node, edge.source.port), [])
+            route.append((StreamKey(spec.name, edge.target.node), edge.target.port))
+        self._src = {key: f"{key[0]}.{key[1]}" for key in self._routes}
+        self.latest_values: dict[tuple[str, str], Any] = {}
+        # Which emission each latest value is: ``{"seq": n}`` counting the port's
+        # emissions in this run, plus ``"item"``, the seq of the input item the
+        # node ran for. Live views show a value once however it reaches them.
+        self.latest_ids: dict[tuple[str, str], dict[str, int]] = {}
+        self._emitted: dict[tuple[str, str], int] = {}
+        # The next group commit: runs of emissions, acks, latest values, pins.
+        self._runs: list[_Run] = []
+        self._tails: dict[StreamKey, _Run] = {}
+        self._buffered = 0
+        self._acks: list[str] = []
+        self._latest: dict[LatestKey, Any] = {}
+        self._outbox_pins: list[Pin] = []
+        # Latest values of ports nobody reads, flushed lazily (flush_latest).
+        self._dirty_latest: dict[LatestKey, Any] = {}
+        self._lock = asyncio.Lock()
+        self._unyielded = 0
+        self.ready = asyncio.Event()  # anything to commit
+        self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
+
+    # -- values in -------------------------------------------------------------------
+
+    def has_readers(self, node: str, port: str) -> bool:
+        return bool(self._routes.get((node, port)))
+
+    async def emit(
+        self, node: str, port: str, value: Any, *, item: int | None, held: Held | None
+    ) -> None:
+        """Journal ``value`` emitted by ``node`` on ``port`` for every reader.
+
+        ``item`` is the ``seq`` of the input item the node was running (None for a
+        source): it goes into the emission's identity. Waits only when the outbox
+        is full (for the commit) or to yield the loop every :data:`YIELD_EVERY`
+        values. Raises ``KeyError`` for an unknown port and
+        :class:`~mediaflow.media.PortKindError` for a value of the wrong kind,
+        before anything is journaled.
+
+        A reference always rides in the group commit, on a port nobody reads too
+        (as the port's latest value): a node forwarding a reference then never
+        leaves it only in memory once its input is acked. ``held`` are the GC
+        pins of the emitting run (:mod:`.pins`); the pin of an emitted reference
+        passes to the commit that carries it.
+        """
+        kinds = self._kinds[node]
+        kind = kinds.get(port)
+        if kind is None:
+            raise KeyError(
+                f"node {node!r} has no output port {port!r} (it has: {', '.join(kinds)})"
+            )
+        value = check_port_value(node, port, kind, value)
+        encoded = encode_value(value)
+        key = (node, port)
+        seq = self._emitted[key] = self._emitted.get(key, 0) + 1
+        ident = {"seq": seq} if item is None else {"seq": seq, "item": item}
+        self.latest_values[key] = encoded
+        self.latest_ids[key] = ident
+        self._latest_events.offer(key, encoded, ident)
+        if self._jsonl is not None:
+            self._write_jsonl(node, port, encoded)
+        is_ref = isinstance(value, MediaRef)
+        if held and is_ref:
+            pin = held.pop(value.digest, None)
+            if pin is not None:
+                self._outbox_pins.append(pin)
+        route = self._routes.get(key)
+        if route:
+            self._buffer(key, route, encoded)
+        elif is_ref:
+            # A reference nobody reads: the state keeps it, committed with the
+            # acks of this turn (the lazy flush could land after them).
+            self._latest[(self._flow, node, port)] = encoded
+            self.ready.set()
+            return
+        else:
+            # Nobody reads it: only the state keeps it, flushed in batches.
+            self._dirty_latest[(self._flow, node, port)] = encoded
+            return
+        if self._buffered >= OUTBOX_LIMIT:
+            await self.flush()
+            return
+        self._unyielded += 1
+        if self._unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            await asyncio.sleep(0)
+
+    def _buffer(
+        self, key: tuple[str, str], route: list[tuple[StreamKey, str]], encoded: Any
+    ) -> None:
+        if not self._runs:  # the first emission since the last commit
+            self.ready.set()
+            self.emissions_ready.set()
+        src = self._src[key]
+        tails = self._tails
+        for stream, port in route:
+            run = tails.get(stream)
+            if run is None or run.src != src or run.port != port:
+                run = tails[stream] = _Run(stream, src, port, time.time())
+                self._runs.append(run)
+            run.values.append(encoded)
+        self._buffered += len(route)
+        # The state moves with the journal: a resumed source continues exactly
+        # after its last committed value.
+        self._latest[(self._flow, key[0], key[1])] = encoded
+
+    def ack(self, entry_ids: tuple[str, ...]) -> None:
+        """Buffer acks of finished items for the next commit."""
+        self._acks.extend(entry_ids)
+        self.ready.set()
+
+    # -- the group commit ------------------------------------------------------------
+
+    def has_unflushed(self) -> bool:
+        return bool(self._runs or self._acks or self._latest)
+
+    def has_emissions(self) -> bool:
+        return bool(self._runs)
+
+    def pending_acks(self) -> int:
+        return len(self._acks)
+
+    async def flush(self) -> None:
+        """Commit every emission and ack buffered so far; returns once durable.
+
+        Raises :class:`~mediaflow.queue.contract.QueueError` if the queue fails;
+        the buffered work stays buffered for the next attempt.
+        """
+        async with self._lock:
+            if not self.has_unflushed():
+                return
+            runs, self._runs, self._tails, self._buffered = self._runs, [], {}, 0
+            latest, self._latest = self._latest, {}
+            acks, self._acks = self._acks, []
+            pins, self._outbox_pins = self._outbox_pins, []
+            claims: Mapping[StreamKey, int] = {}
+            if runs:
+                claims = self._scheduler.plan_commit(_counts(runs))
+            try:
+                claimed = await self._queue.commit(
+                    _emission_runs(runs, claims),
+                    claim_for=self._consumer,
+                    ack=acks,
+                    latest=latest,
+                )
+            except BaseException:
+                self._runs[:0] = runs
+                self._buffered += sum(len(run.values) for run in runs)
+                self._latest = {**latest, **self._latest}
+                self._acks[:0] = acks
+                self._outbox_pins[:0] = pins
+                if runs:
+                    self._scheduler.commit_failed()
+                raise
+            for pin in pins:
+                self._pins.give_back(pin)
+            if runs:
+                self._scheduler.committed(tuple(claimed))
+
+    async def flush_latest(self) -> None:
+        """Record the latest values of ports nobody reads (batched, every half second)."""
+        if self._dirty_latest:
+            batch, self._dirty_latest = self._dirty_latest, {}
+            await self._queue.put_latest(batch)
+
+    def _write_jsonl(self, node: str, port: str, encoded: Any) -> None:
+        stream = self._jsonl
+        if stream is None:
+            return
+        line = json.dumps({"node": node, "port": port, "value": present_value(encoded)})
+        stream.write(line + "\n")
+        stream.flush()
+
+
+def _counts(runs: list[_Run]) -> dict[StreamKey, int]:
+    counts: dict[StreamKey, int] = {}
+    for run in runs:
+        counts[run.stream] = counts.get(run.stream, 0) + len(run.values)
+    return counts
+
+
+def _emission_runs(runs: list[_Run], claims: Mapping[StreamKey, int]) -> list[EmissionRun]:
+    """The runs as the queue takes them; a stream's claims go to its first values."""
+    left = dict(claims)
+    out: list[EmissionRun] = []
+    for run in runs:
+        claim = min(len(run.values), left.get(run.stream, 0))
+        if claim:
+            left[run.stream] -= claim
+        out.append(EmissionRun(run.stream, run.src, run.port, run.values, run.at, claim))
+    return out

@@ -1,0 +1,46 @@
+"""What a running flow looks like from outside, frozen at one moment.
+
+The HTTP API, ``/metrics`` and the wall read a runner through
+:meth:`~mediaflow.engine.runner.FlowRunner.snapshot` only: a copy, so a reader
+never holds a reference into state the engine keeps changing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mediaflow.flows import FlowSpec
+from mediaflow.queue.contract import StreamKey
+
+
+@dataclass(frozen=True)
+class FlowSnapshot:
+    """One flow run as its runner sees it.
+
+    ``latest``: the newest encoded value per ``(node, port)`` (references as
+    ``{"$ref": ...}``), ``latest_ids`` which emission each is. ``lines``: per
+    stream, items held in memory and not running, and whether one runs.
+    ``finished_items``: node runs this process finished; ``started_items``: per
+    node, items that reached its run (emit-to-start latency recorded).
+    """
+
+    spec: FlowSpec
+    run_id: str | None
+    latest: Mapping[tuple[str, str], Any]
+    latest_ids: Mapping[tuple[str, str], Mapping[str, int]]
+    lines: Mapping[StreamKey, tuple[int, bool]]
+    paused: bool
+    stopping: bool
+    finished_items: int
+    started_items: Mapping[str, int]
+
+    @property
+    def flow(self) -> str:
+        return self.spec.name
+
+    @property
+    def in_memory(self) -> int:
+        """Items held in memory, running ones included."""
+        return sum(waiting + running for waiting, running in self.lines.values())
