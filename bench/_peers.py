@@ -30,7 +30,7 @@ from typing import Any
 from bench._common import Json, Watchdog, best_and_median, run_async
 
 CLAIM_BATCH = 256
-ASYNCIO_QUEUE_SIZE = 64  # mediaflow's default MEDIAFLOW_NODE_BUFFER
+ASYNCIO_QUEUE_SIZE = 256  # mediaflow's default MEDIAFLOW_NODE_BUFFER
 
 SQLITE_SCHEMA = """
 CREATE TABLE q (

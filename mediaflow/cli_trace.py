@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -59,10 +60,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"mediaflow trace: {args.file} holds no trace", file=sys.stderr)
         return 2
     exact = True
-    for number, segment in enumerate(segments, 1):
-        if not args.check:
-            _print_segment(stream, number, segment, node=args.node, limit=args.limit)
-        exact = _print_verdict(stream, number, segment) and exact
+    try:
+        for number, segment in enumerate(segments, 1):
+            if not args.check:
+                _print_segment(stream, number, segment, node=args.node, limit=args.limit)
+            exact = _print_verdict(stream, number, segment) and exact
+    except BrokenPipeError:  # `mediaflow trace FILE | head`: the reader has seen enough
+        # Point stdout at /dev/null so the interpreter's final flush does not fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0 if exact else 1
 
 

@@ -61,10 +61,18 @@ class EngineSettings:
     retry_base_s: float = 0.2  # MEDIAFLOW_RETRY_BASE_S: first backoff, doubled per attempt
     retry_max_s: float = 10.0  # MEDIAFLOW_RETRY_MAX_S
     lease_ms: int = 15_000  # MEDIAFLOW_LEASE_MS: a claim not touched for this long is reclaimed
-    node_buffer: int = 64  # MEDIAFLOW_NODE_BUFFER: items held in memory per node
+    node_buffer: int = 256  # MEDIAFLOW_NODE_BUFFER: items held in memory per node
     backlog_interval_s: float = 1.0  # MEDIAFLOW_BACKLOG_INTERVAL_S
     degraded_samples: int = 5  # consecutive growing backlog samples before engine_degraded
     degraded_min_items: int = 1000  # MEDIAFLOW_DEGRADED_MIN_ITEMS
+
+    @property
+    def turn_items(self) -> int:
+        """How many values a source emits, or items a node runs, before it yields the
+        event loop: half a line. A group commit then carries about a turn, and a
+        reader in this process can take two turns' worth per turn, so it catches up
+        after a hiccup instead of leaving every later item to be claimed from disk."""
+        return max(1, self.node_buffer // 2)
 
     @classmethod
     def from_env(cls) -> EngineSettings:

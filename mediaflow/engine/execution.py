@@ -34,8 +34,6 @@ log = logging.getLogger("mediaflow.engine")
 
 SLICE_S: Final = 0.005
 """A batch reports after this much running time even if items remain."""
-YIELD_EVERY: Final = 64
-"""A node task yields to the event loop every this many items."""
 
 
 class NodeExecutor:
@@ -50,8 +48,12 @@ class NodeExecutor:
         report: Callable[[NodeFinishedTick], object],
         commit: Callable[[], Awaitable[None]],
         latency: LatencyWindow,
+        yield_every: int,
     ) -> None:
+        """``yield_every``: a node task yields the event loop after this many items
+        of a batch (see ``EngineSettings.turn_items``)."""
         self._env = env
+        self._yield_every = yield_every
         self._nodes = nodes
         self._report = report
         self._commit = commit
@@ -105,7 +107,7 @@ class NodeExecutor:
                 if index:
                     if stream in self._recalled or loop.time() >= deadline:
                         return index, None
-                    if index % YIELD_EVERY == 0:
+                    if index % self._yield_every == 0:
                         await asyncio.sleep(0)
                 attempt = command.attempt if index == 0 else 1
                 error = await self._run_item(stream, node, item, attempt)

@@ -28,12 +28,8 @@ from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, check_port_value, encode_value, present_value
 from mediaflow.queue.contract import EmissionRun, StreamKey, WorkItem, WorkQueue
 
-OUTBOX_LIMIT: Final = 512
+OUTBOX_LIMIT: Final = 1024
 """Emissions a group commit holds at most; an emitter that fills it waits."""
-YIELD_EVERY: Final = 64
-"""A source in a tight loop yields to the event loop every this many emissions:
-the embedded queue commits without suspending, so it would starve the commit
-and the readers. Large enough that a commit carries a batch."""
 
 LatestKey = tuple[str, str, str]  # (flow, node, port)
 
@@ -80,8 +76,12 @@ class Journal:
         scheduler: CommitScheduler,
         pins: Pins,
         latest_events: LatestThrottle,
+        yield_every: int,
         jsonl: TextIO | None = None,
     ) -> None:
+        """``yield_every``: a source in a tight loop yields the event loop after this
+        many values (the embedded queue commits without suspending, so it would
+        starve the commit and the readers); see ``EngineSettings.turn_items``."""
         self._flow = spec.name
         self._queue = queue
         self._consumer = consumer
@@ -113,6 +113,7 @@ class Journal:
         self._dirty_latest: dict[LatestKey, Any] = {}
         self._lock = asyncio.Lock()
         self._unyielded = 0
+        self._yield_every = yield_every
         self.ready = asyncio.Event()  # anything to commit
         self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
 
@@ -128,7 +129,7 @@ class Journal:
 
         ``item`` is the ``seq`` of the input item the node was running (None for a
         source): it goes into the emission's identity. Waits only when the outbox
-        is full (for the commit) or to yield the loop every :data:`YIELD_EVERY`
+        is full (for the commit) or to yield the loop every ``yield_every``
         values. Raises ``KeyError`` for an unknown port and
         :class:`~mediaflow.media.PortKindError` for a value of the wrong kind,
         before anything is journaled.
@@ -177,7 +178,7 @@ class Journal:
             await self.flush()
             return
         self._unyielded += 1
-        if self._unyielded >= YIELD_EVERY:
+        if self._unyielded >= self._yield_every:
             self._unyielded = 0
             await asyncio.sleep(0)
 

@@ -62,7 +62,7 @@ from mediaflow.engine.state import (
     Limits,
     held_ids,
     initial_state,
-    is_idle,
+    is_settled,
     stream_counts,
 )
 from mediaflow.engine.state_store import StateStore
@@ -137,6 +137,7 @@ class FlowRunner:
             scheduler=self,
             pins=self._pins,
             latest_events=LatestThrottle(self.bus, spec.name),
+            yield_every=self._settings.turn_items,
             jsonl=jsonl,
         )
         self._env = FlowEnv(
@@ -154,6 +155,7 @@ class FlowRunner:
             report=self._dispatch,
             commit=self._journal.flush,
             latency=self._latency,
+            yield_every=self._settings.turn_items,
         )
         self._claim_wake = asyncio.Event()
         self._loops = BackgroundLoops(
@@ -314,8 +316,9 @@ class FlowRunner:
         return self._state.stopping
 
     def is_idle(self) -> bool:
-        """Nothing held in memory, nothing to commit, no effect in flight."""
-        return is_idle(self._state) and not self._journal.has_unflushed() and not self._effects
+        """Nothing held in memory or known to wait on disk, nothing to commit, no
+        effect in flight (the queue may still hold work other processes enqueued)."""
+        return is_settled(self._state) and not self._journal.has_unflushed() and not self._effects
 
     async def stop(self) -> None:
         """Start nothing new, let running nodes finish (sources within

@@ -20,7 +20,7 @@ class Limits:
     max_attempts: int = 3
     retry_base_s: float = 0.2
     retry_max_s: float = 10.0
-    node_buffer: int = 64
+    node_buffer: int = 256
     degraded_samples: int = 5
     degraded_min_items: int = 1000
 
@@ -137,6 +137,12 @@ def held_ids(state: EngineState) -> list[str]:
 def is_idle(state: EngineState) -> bool:
     """Nothing running and nothing waiting in memory."""
     return all(node.held == 0 for node in state.nodes.values())
+
+
+def is_settled(state: EngineState) -> bool:
+    """Idle, and every stream caught up: no work of ours known to wait on disk (a
+    paused flow's never is). Only then may the queue be empty for the flow."""
+    return is_idle(state) and len(state.caught_up) == len(state.nodes)
 
 
 def backoff_s(limits: Limits, attempt: int) -> float:

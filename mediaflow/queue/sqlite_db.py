@@ -155,7 +155,7 @@ class SqliteDb:
             conn.execute(f"PRAGMA synchronous = {self._sync}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             conn.execute("PRAGMA journal_size_limit = 67108864")  # trim a WAL that grew past this
-            conn.execute("PRAGMA cache_size = -8192")
+            conn.execute("PRAGMA cache_size = -2048")  # hot pages fit; more is only RSS
         except BaseException:
             conn.close()
             raise

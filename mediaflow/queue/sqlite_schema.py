@@ -143,9 +143,12 @@ FROM json_each(?2)
 """
 
 # Before deleting items of stream ?3: raise its floor past its highest item.
+# Only a deletion that takes the stream's highest item (ids up to ?4 go) can
+# lower the next seq: while a newer item stays, the streams row is left
+# unwritten (one page less per commit on the enqueue+ack path).
 KEEP_FLOOR: Final = f"""
 UPDATE streams SET next_seq = {_TOP} - ?1 + 1
-WHERE id = ?3 AND next_seq <= {_TOP} - ?1
+WHERE id = ?3 AND next_seq <= {_TOP} - ?1 AND {_TOP} <= ?4
 """
 
 CLAIM: Final = """

@@ -106,11 +106,15 @@ class Transactions:
         """Before deleting ``ranges``: keep each stream's seqs from being handed out again."""
         # A range of consecutive ids lies in one stream, or spans the end of one
         # and the start of the next: its two ends name every stream it touches.
-        sids = {first >> sql.SEQ_BITS for first, _ in ranges}
-        sids.update(last >> sql.SEQ_BITS for _, last in ranges)
-        for sid in sids:
+        highest: dict[int, int] = {}  # stream id -> the highest id deleted in it
+        for first, last in ranges:
+            for end in (first, last):
+                sid = end >> sql.SEQ_BITS
+                lo, hi = sql.span(sid)
+                highest[sid] = max(highest.get(sid, lo), min(last, hi))
+        for sid, top_deleted in highest.items():
             lo, hi = sql.span(sid)
-            self.db.cursor.execute(sql.KEEP_FLOOR, (lo, hi, sid))
+            self.db.cursor.execute(sql.KEEP_FLOOR, (lo, hi, sid, top_deleted))
 
     def _ack(self, ranges: Sequence[IdRange]) -> int:
         """Delete the pending items in ``ranges``, count them; inside a transaction."""
