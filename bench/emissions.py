@@ -89,6 +89,7 @@ from bench._common import (
     run_child,
     verdict,
 )
+from bench._peers import ASYNCIO_QUEUE_SIZE
 from mediaflow import Context, FlowBuilder, FlowSession, Node
 from mediaflow.config import EngineSettings
 
@@ -954,12 +955,13 @@ def render(s: Json) -> str:
             )
         )
     q = s["asyncio_queue"]
+    queue_label = f"   asyncio.Queue({ASYNCIO_QUEUE_SIZE}) hand-off"
     if not q["rates"]:
-        rows.append(("   asyncio.Queue(64) hand-off", "skipped or failed", ""))
+        rows.append((queue_label, "skipped or failed", ""))
     else:
         rows.append(
             (
-                "   asyncio.Queue(64) hand-off",
+                queue_label,
                 f"best {fmt_rate(q['best'])}  median {fmt_rate(q['median'])} items/s",
                 f"{len(q['rates'])} runs",
             )

@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -49,64 +47,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench._common import REPO_ROOT, Json, emit_result, run_child
+from bench._common import Json, emit_result, run_child
+from bench._speech_audio import GRAMMAR, make_audio, wav_chunks
 
-GRAMMAR = REPO_ROOT / "samples" / "grammar" / "commands.gram"
-SENTENCES = [
-    "turn on the lights", "start recording", "what time is it", "open the door",
-    "stop recording", "close the door", "turn off the lights",
-]  # fmt: skip
-RATE = 16000
 MODES = ("grammar", "lm")
 DECODER_MIB = {"grammar": 28, "lm": 92}  # measured RSS per decoder, for the memory cap
-
-
-# -- audio ----------------------------------------------------------------------------
-
-
-def speak(text: str, base: Path) -> bytes:
-    """``text`` spoken by espeak-ng (``-v en-us``) as 16 kHz mono s16 PCM; writes
-    ``base.raw.wav`` and ``base.wav`` on the way."""
-    raw, out = base.with_suffix(".raw.wav"), base.with_suffix(".wav")
-    subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(raw), text], check=True)
-    subprocess.run(
-        ["sox", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
-         str(out)], check=True,
-    )  # fmt: skip
-    with wave.open(str(out), "rb") as wav:
-        return wav.readframes(wav.getnframes())
-
-
-def make_audio(path: Path, seconds: float) -> Path:
-    """Sentences (with 0.6 s silences) repeated to at least ``seconds``; a 16 kHz WAV."""
-    pieces: list[bytes] = []
-    silence = bytes(2 * round(0.6 * RATE))
-    for index, text in enumerate(SENTENCES):
-        pieces += [silence, speak(text, path.with_suffix(f".{index}"))]
-    once = b"".join(pieces) + silence
-    pcm = once * max(1, int(seconds * RATE * 2 / len(once)) + 1)
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(RATE)
-        wav.writeframes(pcm[: int(seconds * RATE) * 2])
-    return path
-
-
-def wav_chunks(path: Path, chunk_ms: int) -> list[bytes]:
-    with wave.open(str(path), "rb") as wav:
-        pcm = wav.readframes(wav.getnframes())
-    step = RATE * chunk_ms // 1000 * 2
-    out = []
-    for at in range(0, len(pcm), step):
-        buffer = io.BytesIO()
-        with wave.open(buffer, "wb") as chunk:
-            chunk.setnchannels(1)
-            chunk.setsampwidth(2)
-            chunk.setframerate(RATE)
-            chunk.writeframes(pcm[at : at + step])
-        out.append(buffer.getvalue())
-    return out
 
 
 def new_stream(mode: str) -> Any:

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import Json, run_child
+from bench._speech_audio import GRAMMAR, RATE, SENTENCES, make_audio, speak
 from bench.wer import wer
 from devices.audio_chunks import pcm_wav
 
-RATE = 16000
 VARIANTS = {
     "streaming only (before)": {"redecode": False, "partials": True},
     "streaming partials + whole finals (after)": {"redecode": True, "partials": True},
@@ -86,7 +86,6 @@ CHILDREN: dict[str, Callable[[Json], Json]] = {"cost": child_cost}
 
 
 def _audio_sets(tmp: Path, espeak_s: float) -> dict[str, tuple[Path, str | None]]:
-    from bench.speech import GRAMMAR, make_audio
     from tests.speech_corpus import join, load_corpus
 
     corpus = load_corpus()
@@ -176,7 +175,6 @@ def _per_recording(finals: list[Any], spans: list[tuple[float, float]]) -> list[
 
 
 def wer_report() -> Json:
-    from bench.speech import GRAMMAR, SENTENCES, speak
     from tests.speech_corpus import Recording, gap, load_corpus
 
     corpus = load_corpus()

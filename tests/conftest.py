@@ -18,7 +18,7 @@ pytest_plugins = ["tests.ci_skips", "pytester"]
 # -- work queue backends -------------------------------------------------------
 #
 # ``queue`` is an opened backend in a fresh place; every test in
-# tests/test_queue_contract.py runs once per name in QUEUE_BACKENDS.
+# tests/test_queue_contract_*.py runs once per name in QUEUE_BACKENDS.
 # ``queue_backend.open()`` opens one more handle on the same backend (a second
 # consumer, or a reopen after close); the fixture closes whatever it opened.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import logging
 import os
 import subprocess
@@ -62,6 +63,17 @@ def write_wav(path: Path, samples: Samples, rate: int) -> None:
         wav.setsampwidth(2)
         wav.setframerate(rate)
         wav.writeframes(np.ascontiguousarray(samples, dtype="<i2").tobytes())
+
+
+def wav_bytes(samples: np.ndarray, rate: int = RATE, channels: int = 1) -> bytes:
+    """``samples`` as the bytes of a 16-bit WAV file (a chunk as a connector sends it)."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(channels)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(np.ascontiguousarray(samples, dtype="<i2").tobytes())
+    return buffer.getvalue()
 
 
 @dataclass(frozen=True)

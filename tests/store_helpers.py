@@ -1,4 +1,5 @@
-"""Code run in processes spawned by ``test_store.py`` (spawned, so it must be importable)."""
+"""Payloads and chunked sources for the store tests, and the code run in processes
+spawned by ``test_store_processes.py`` (spawned, so it must be importable)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The queue contract's storage-lifecycle operations, run against every backend
-in ``QUEUE_BACKENDS`` (as ``tests/test_queue_contract.py``): the digests the
+in ``QUEUE_BACKENDS`` (as ``tests/test_queue_contract_*.py``): the digests the
 queue still references, read from one snapshot; trimming dead letters;
 forgetting a flow."""
 

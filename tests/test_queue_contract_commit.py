@@ -1,6 +1,6 @@
 """The work-queue contract of group commits (``WorkQueue.commit``) and of acks by
 batch, run against every backend in ``QUEUE_BACKENDS`` like
-``tests/test_queue_contract.py`` (same fixtures: ``queue``, ``queue_backend``).
+``tests/test_queue_contract_claims.py`` (same fixtures: ``queue``, ``queue_backend``).
 """
 
 from __future__ import annotations

@@ -102,7 +102,10 @@ class NodeExecutor:
         index = 0
         try:
             if command.commit_first:
-                await self._commit()
+                try:
+                    await self._commit()
+                except Exception as exc:  # the queue failed: retried like a failed run
+                    return 0, f"could not commit earlier acks first: {exc}"
             for index, item in enumerate(items):
                 if index:
                     if stream in self._recalled or loop.time() >= deadline:

@@ -38,7 +38,7 @@ without emitting, keeping or holding it has let it go."""
 
 
 class Pin:
-    """One digest held unpublished by ``holders`` node runs: the earliest of their
+    """One digest held unemitted by ``holders`` node runs: the earliest of their
     saves started at ``started``, the latest pinned it at ``pinned_at``."""
 
     __slots__ = ("digest", "holders", "pinned_at", "started")
@@ -55,7 +55,7 @@ Held: TypeAlias = dict[str, Pin]
 
 
 class Pins:
-    """The unpublished references of one runner."""
+    """The unemitted references of one runner."""
 
     def __init__(self) -> None:
         self._pins: dict[str, Pin] = {}
@@ -118,7 +118,7 @@ class Pins:
         for digest, pin in list(self._pins.items()):
             if pin.pinned_at < stale:
                 log.debug(
-                    "dropping the GC pin of %s: held unpublished for over %.0f s",
+                    "dropping the GC pin of %s: held unemitted for over %.0f s",
                     digest,
                     STALE_PIN_S,
                 )

@@ -369,7 +369,7 @@ class FlowRunner:
 
     def horizon(self) -> float:
         """The GC horizon of this run (see :mod:`.pins`): the earliest start of a
-        save whose reference a node still holds unpublished, or now."""
+        save whose reference a node still holds unemitted, or now."""
         return self._pins.horizon(time.time())
 
     def pinned(self) -> int:

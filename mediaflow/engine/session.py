@@ -186,6 +186,11 @@ class FlowSession:
             stored = await queue.enqueue(items, claim_for=runner.consumer)
             runner.admit([item for item in stored if item.deliveries > 0])
 
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has set the run up (it may have stopped since)."""
+        return self.runner is not None
+
     def _require_runner(self) -> FlowRunner:
         if self.runner is None:
             raise RuntimeError("the session has not started")

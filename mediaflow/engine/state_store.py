@@ -144,7 +144,7 @@ class StateStore:
 
     def heartbeat(self, run_id: str, horizon: float | None = None) -> None:
         """The run's owner is alive now; its horizon is ``horizon`` (None: now,
-        for a run that holds no unpublished reference)."""
+        for a run that holds no unemitted reference)."""
         now = time.time()
         with self._lock, self._db:
             self._db.execute(

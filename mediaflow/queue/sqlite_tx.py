@@ -126,6 +126,16 @@ class Transactions:
             cur.execute(sql.ADD_ACKED, (acked,))
         return acked
 
+    def _ack_and_latest(
+        self, ack: Sequence[IdRange], latest: Sequence[tuple[str, str, str, str]]
+    ) -> None:
+        """What an enqueue or a commit acks and records besides its items (inside
+        its transaction)."""
+        if ack:
+            self._ack(ack)
+        if latest:
+            self.db.cursor.executemany(sql.PUT_LATEST, latest)
+
     # -- enqueue and claim ---------------------------------------------------
 
     def enqueue(
@@ -165,10 +175,7 @@ class Transactions:
                 stored.append(
                     WorkItem(str(lo + seq), key, item.kind, item.payload, seq, deliveries, now)
                 )
-            if ack:
-                self._ack(ack)
-            if latest:
-                cur.executemany(sql.PUT_LATEST, latest)
+            self._ack_and_latest(ack, latest)
         for key, sid in fresh:
             self._remember(key, sid)
         return stored
@@ -205,10 +212,7 @@ class Transactions:
                 cur.execute(sql.INSERT_RUN, (lo + seq, array, head, tail, take, claim_for, now))
                 if take:
                     taken.append((run, key, lo + seq, seq, take))
-            if ack:
-                self._ack(ack)
-            if latest:
-                cur.executemany(sql.PUT_LATEST, latest)
+            self._ack_and_latest(ack, latest)
         for key, sid in fresh:
             self._remember(key, sid)
         claimed: list[WorkItem] = []

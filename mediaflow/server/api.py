@@ -78,7 +78,7 @@ async def flow_view(
     run = await asyncio.to_thread(store.last_run, name)
     now = time.time()
     session = state.sessions.get(name)
-    if session is not None and session.runner is not None:
+    if session is not None and session.started:
         snapshot = session.snapshot()
         return live_flow_view(
             snapshot.spec,

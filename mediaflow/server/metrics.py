@@ -123,11 +123,10 @@ class Metrics(Collector):
         self.registry.register(self)
 
     def watch(self, session: FlowSession) -> None:
-        """Feed the latency histogram from a session's runner (once per runner)."""
-        runner = session.runner
-        if runner is None or id(runner) in self._watched:
+        """Feed the latency histogram from a started session (once per session)."""
+        if not session.started or id(session) in self._watched:
             return
-        self._watched.add(id(runner))
+        self._watched.add(id(session))
         flow = session.spec.name
         observe = self.latency.observe
         observe_latencies(session, lambda node, seconds: observe(flow, node, seconds))
@@ -216,7 +215,7 @@ class Metrics(Collector):
             labels=["flow", "node"],
         )
         for name, session in sorted(self.state.sessions.items()):
-            if session.runner is None:
+            if not session.started:
                 continue
             snapshot = session.snapshot()
             finished.add_metric([name], snapshot.finished_items)

@@ -120,8 +120,7 @@ class AppState:
 
         Raises ``RuntimeError`` if the session has not started.
         """
-        runner = session.runner
-        if runner is None:
+        if not session.started:
             raise RuntimeError("start the FlowSession before serving it")
         state = cls(
             session.data_dir,

@@ -1,10 +1,13 @@
-"""``mediaflow gc`` as a user runs it, and the periodic sweep of ``run``: a real data
-directory (store, SQLite queue, run records), the CLI through its ``main()`` or a
-subprocess."""
+"""``mediaflow gc`` as a user runs it on a real data directory (store, SQLite queue,
+run records), through its ``main()``: what a sweep and a dry run report, the cap,
+exit codes and one-line errors, and the progress line.
+
+Forgetting a flow: ``tests/test_gc_cli_forget.py``; the periodic sweep of the
+long-running commands: ``tests/test_gc_cli_periodic.py``.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import time
@@ -14,64 +17,20 @@ from typing import Any
 import pytest
 
 from mediaflow import cli, cli_gc
-from mediaflow.engine.events import EventBus
 from mediaflow.engine.state_store import StateStore
-from mediaflow.gc import GcSettings, SweepProgress
-from mediaflow.media import MediaRef
-from mediaflow.queue import NewItem, SqliteQueue, StreamKey
+from mediaflow.gc import SweepProgress
 from mediaflow.store import ArtifactStore
 from mediaflow.store.locks import exclusive_or_busy
-from tests.gc_helpers import FakeClock, owner_dead, owner_here, ref_payload, run_async
-from tests.test_cli import mediaflow
-
-HOUR_S = 3600.0
-GC_VARIABLES = ("ARTIFACT_GC_INTERVAL_S", "ARTIFACT_GC_GRACE_S", "ARTIFACT_MAX_BYTES",
-                "ARTIFACT_CAP_CHECK_S", "MEDIAFLOW_QUEUE")  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def _defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The defaults, whatever the environment running the tests sets."""
-    for name in GC_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-
-def save_old(data_dir: Path, data: bytes, *, age_s: float = 2 * HOUR_S) -> MediaRef:
-    """Save ``data`` as if ``age_s`` ago (past the default grace of an hour)."""
-    store = ArtifactStore(data_dir, clock=FakeClock(time.time() - age_s))
-    try:
-        return store.save_sync(data, "image/jpeg")
-    finally:
-        store.close()
-
-
-def enqueue(data_dir: Path, *items: NewItem, claim_for: str | None = None) -> None:
-    async def put() -> None:
-        queue = SqliteQueue.in_dir(data_dir)
-        try:
-            await queue.enqueue(list(items), claim_for=claim_for)
-        finally:
-            await queue.close()
-
-    run_async(put())
-
-
-def emission(flow: str, ref: MediaRef) -> NewItem:
-    return NewItem(StreamKey(flow, "viewer"), "emission", ref_payload(ref))
-
-
-def present(data_dir: Path, ref: MediaRef) -> bool:
-    store = ArtifactStore(data_dir)
-    try:
-        return store.exists(ref)
-    finally:
-        store.close()
-
-
-def gc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = cli.main(["gc", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.gc_cli_helpers import (
+    HOUR_S,
+    emission,
+    enqueue,
+    gc,
+    gc_defaults_fixture,  # noqa: F401 - the gc_defaults fixture (autouse)
+    present,
+    save_old,
+)
+from tests.gc_helpers import FakeClock, owner_here
 
 
 @pytest.fixture
@@ -282,169 +241,3 @@ def test_the_progress_line_is_throttled_and_rewrites_itself_on_a_terminal() -> N
     off(SweepProgress("live", 5, 0))
     off.finish()
     assert quiet.getvalue() == ""
-
-
-# -- forgetting a flow ------------------------------------------------------------------
-
-
-def dead_letter(data_dir: Path, flow: str, ref: MediaRef) -> None:
-    async def put() -> None:
-        queue = SqliteQueue.in_dir(data_dir)
-        try:
-            [item] = await queue.enqueue([emission(flow, ref)], claim_for="worker")
-            await queue.dead_letter(item, "boom")
-        finally:
-            await queue.close()
-
-    run_async(put())
-
-
-def put_latest(data_dir: Path, flow: str, ref: MediaRef) -> None:
-    async def put() -> None:
-        queue = SqliteQueue.in_dir(data_dir)
-        try:
-            await queue.put_latest({(flow, "cam", "image"): {"$ref": ref.to_json()}})
-        finally:
-            await queue.close()
-
-    run_async(put())
-
-
-def ended_run(data_dir: Path, flow: str, run_id: str) -> None:
-    state = StateStore(data_dir)
-    state.start_run(run_id, flow, owner_here())
-    state.end_run(run_id, "stopped")
-    state.close()
-
-
-def test_forget_flow_drops_its_records_and_the_sweep_takes_its_artifacts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data_dir = tmp_path / "data"
-    latest = save_old(data_dir, b"old flow's latest frame")
-    dead = save_old(data_dir, b"old flow's dead letter")
-    other = save_old(data_dir, b"another flow's latest frame")
-    put_latest(data_dir, "old", latest)
-    dead_letter(data_dir, "old", dead)
-    put_latest(data_dir, "other", other)
-    ended_run(data_dir, "old", "run-old")
-    ended_run(data_dir, "other", "run-other")
-
-    code, out, err = gc(capsys, "--forget-flow", "old", "--data", str(data_dir))
-    assert code == 0, err
-    first, second = out.splitlines()[:2]
-    assert first == "forgot flow 'old': 1 latest, 1 dead letters, 1 runs"
-    assert second.startswith("deleted 2 artifacts")
-    assert not present(data_dir, latest) and not present(data_dir, dead)
-    assert present(data_dir, other)
-    state = StateStore(data_dir)
-    assert state.last_run("old") is None and state.last_run("other") is not None
-    state.close()
-
-    code, out, _ = gc(capsys, "--forget-flow", "old", "--json", "--data", str(data_dir))
-    assert code == 0
-    report = json.loads(out)
-    assert report["forgot_flow"] == {"flow": "old", "latest": 0, "dead_letters": 0, "runs": 0}
-
-
-def test_forget_flow_is_refused_while_items_wait(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data_dir = tmp_path / "data"
-    waiting = save_old(data_dir, b"still to be read")
-    enqueue(data_dir, emission("old", waiting))
-    put_latest(data_dir, "old", waiting)
-    code, out, err = gc(capsys, "--forget-flow", "old", "--data", str(data_dir))
-    assert code == 1 and out == ""
-    assert err.startswith("mediaflow: cannot forget flow 'old': flow 'old' still has 1 item")
-    assert err.count("\n") == 1
-    assert present(data_dir, waiting)
-
-
-@pytest.mark.parametrize(
-    ("owner", "message"),
-    [
-        (owner_here, "mediaflow: flow 'old' is running (run run-open, owner "),
-        (owner_dead, "mediaflow: flow 'old''s last run run-open did not end (its process died)"),
-    ],
-    ids=["running", "crashed"],
-)
-def test_forget_flow_is_refused_while_a_run_is_open(
-    owner: Any, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data_dir = tmp_path / "data"
-    latest = save_old(data_dir, b"latest of a running flow")
-    put_latest(data_dir, "old", latest)
-    state = StateStore(data_dir)
-    state.start_run("run-open", "old", owner())
-    state.close()
-    code, _, err = gc(capsys, "--forget-flow", "old", "--data", str(data_dir))
-    assert code == 1 and err.startswith(message) and err.count("\n") == 1
-    assert present(data_dir, latest)
-    state = StateStore(data_dir)
-    assert state.last_run("old") is not None
-    state.close()
-
-
-# -- the periodic sweep -----------------------------------------------------------------
-
-
-async def test_no_periodic_sweep_when_both_timers_are_off(tmp_path: Path) -> None:
-    off = GcSettings(interval_s=0.0, max_bytes=None)
-    assert cli_gc.start_periodic(tmp_path, None, EventBus(), off) is None
-
-
-async def test_the_cap_watcher_runs_with_periodic_sweeps_off(tmp_path: Path) -> None:
-    """``ARTIFACT_GC_INTERVAL_S=0`` with a cap: no full sweeps, but the cap holds."""
-    old = save_old(tmp_path, b"o" * 3000, age_s=10 * HOUR_S)
-    newer = save_old(tmp_path, b"n" * 3000, age_s=5 * HOUR_S)
-    bus = EventBus()
-    settings = GcSettings(interval_s=0.0, max_bytes=4000, cap_check_s=0.05)
-    sweeping = cli_gc.start_periodic(tmp_path, None, bus, settings)
-    assert sweeping is not None
-    try:
-        evicted = bus.subscribe(types=frozenset({"artifact_evicted"}))
-        event = await asyncio.wait_for(evicted.get(), 10)
-        assert event is not None
-        assert event.data == {"digest": old.digest, "bytes": 3000, "why": "cap"}
-        assert "gc_swept" not in bus.counts  # no full sweep ran
-    finally:
-        await sweeping.stop()
-    assert not present(tmp_path, old) and present(tmp_path, newer)
-
-
-def test_run_sweeps_periodically(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    garbage = save_old(data_dir, b"left by an earlier run")
-    flow = tmp_path / "ticks.toml"
-    flow.write_text(
-        '[flow]\nname = "ticks"\n'
-        '[[node]]\nid = "src"\nuse = "tests.engine_nodes:Counter"\ncount = 1000000\n'
-        "period_s = 0.01\n"
-        '[[node]]\nid = "sink"\nuse = "tests.engine_nodes:Recorder"\n'
-        'inputs = { chunk = "src.chunk" }\n'
-    )
-    result = mediaflow(
-        "run", str(flow), "--for", "2", "--data", str(data_dir), "-v",
-        env={"ARTIFACT_GC_INTERVAL_S": "0.3"},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "gc: deleted 1 (" in result.stderr
-    assert not present(data_dir, garbage)
-
-
-@pytest.mark.parametrize("command", ["run", "serve", "demo"])
-def test_a_bad_gc_setting_stops_the_long_running_commands_before_they_start(
-    command: str, tmp_path: Path
-) -> None:
-    args = {
-        "run": ["run", "samples/levels.toml", "--until-idle"],
-        "serve": ["serve", "--port", "0"],
-        "demo": ["demo", "--for", "1", "--port", "0"],
-    }[command]
-    result = mediaflow(*args, "--data", str(tmp_path), env={"ARTIFACT_MAX_BYTES": "banana"})
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("mediaflow: ARTIFACT_MAX_BYTES: 'banana' is not a size"), lines
-    assert "Traceback" not in result.stderr and "serving on" not in result.stderr
-    assert not (tmp_path / "queue.sqlite3").exists()
