@@ -123,7 +123,7 @@ class Probe:
     started: float = 0.0  # perf_counter() at the source's first line
     source_done: float = 0.0
     all_consumed: float = 0.0  # when the last distinct seq was first consumed
-    peak_in_memory: int = 0  # most items the consumer's line held in memory
+    peak_in_memory: int = 0  # most items the consumer's line held (sampled every 64 runs)
     session: FlowSession | None = None
     seen: bytearray = field(default_factory=bytearray)
 
@@ -142,7 +142,7 @@ class Probe:
                 self.all_consumed = time.perf_counter()
         else:
             self.duplicates += 1
-        if self.runs % 16 == 0 and self.session is not None:
+        if self.runs % 64 == 0 and self.session is not None:
             held = in_memory(self.session)
             if held > self.peak_in_memory:
                 self.peak_in_memory = held

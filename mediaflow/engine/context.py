@@ -81,7 +81,6 @@ class RunContext:
         node: str,
         inputs: Mapping[str, Any],
         work: WorkItem | None,
-        *,
         cause: int | None = None,
     ) -> None:
         self._env = env

@@ -96,7 +96,11 @@ class NodeExecutor:
 
     async def _run_batch(self, command: StartNodeCommand) -> tuple[int, str | None]:
         stream, items = command.stream, command.items
-        node = self._nodes[stream.node]
+        node_id = stream.node
+        node = self._nodes[node_id]
+        if items[0].kind == "source":  # a source's batch is its one long-lived item
+            return await self._run_source(node_id, node, items[0], command.attempt)
+        env, record_latency = self._env, self._record_latency
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SLICE_S
         index = 0
@@ -112,54 +116,62 @@ class NodeExecutor:
                         return index, None
                     if index % self._yield_every == 0:
                         await asyncio.sleep(0)
-                attempt = command.attempt if index == 0 else 1
-                error = await self._run_item(stream, node, item, attempt)
+                payload = item.payload
+                inputs = {payload["port"]: decode_value(payload["value"])}
+                ctx = RunContext(env, node_id, inputs, item, item.seq)
+                record_latency(node_id, time.time() - payload["at"])
                 self.finished_items += 1
-                if error is not None:
-                    return index, error
+                try:
+                    outputs = await node.run(ctx)
+                    if outputs:
+                        for port, value in outputs.items():
+                            await ctx.emit(port, value)
+                except asyncio.CancelledError:
+                    return index, "cancelled while stopping"
+                except Exception as exc:
+                    attempt = command.attempt if index == 0 else 1
+                    return index, _failed(node_id, item, attempt, exc)
+                finally:
+                    ctx.release_pins()  # what the node saved and did not emit, it dropped
         except asyncio.CancelledError:
             # Cancelled between items (stopping): the item at ``index`` never ran.
             return index, None
         return len(items), None
 
-    async def _run_item(
-        self, stream: StreamKey, node: Node, item: WorkItem, attempt: int
-    ) -> str | None:
+    async def _run_source(
+        self, node_id: str, node: Node, item: WorkItem, attempt: int
+    ) -> tuple[int, str | None]:
+        """Run a source for as long as it runs; a source cancelled while stopping ended."""
         env = self._env
-        node_id = stream.node
-        is_source = item.kind == "source"
-        if is_source:
-            env.bus.publish(
-                "source_started", {"flow": env.flow, "node": node_id, "redelivery": item.redelivery}
-            )
-            ctx = RunContext(env, node_id, {}, item)
-        else:
-            payload = item.payload
-            inputs = {payload["port"]: decode_value(payload["value"])}
-            ctx = RunContext(env, node_id, inputs, item, cause=item.seq)
-            self._record_latency(node_id, time.time() - payload["at"])
+        bus, flow = env.bus, env.flow
+        bus.publish(
+            "source_started", {"flow": flow, "node": node_id, "redelivery": item.redelivery}
+        )
+        ctx = RunContext(env, node_id, {}, item)
         error: str | None = None
+        self.finished_items += 1
         try:
-            try:
-                outputs = await node.run(ctx)
-                if outputs:
-                    for port, value in outputs.items():
-                        await ctx.emit(port, value)
-            finally:
-                ctx.release_pins()  # what the node saved and did not emit, it dropped
+            await node.run(ctx)
         except asyncio.CancelledError:
-            if not (is_source and env.is_stopping()):
+            if not env.is_stopping():
                 error = "cancelled while stopping"
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "node %r failed on item %s (attempt %d): %s",
-                node_id,
-                item.entry_id,
-                attempt,
-                error,
-                exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
-            )
-        if is_source:
-            env.bus.publish("source_ended", {"flow": env.flow, "node": node_id, "error": error})
-        return error
+            error = _failed(node_id, item, attempt, exc)
+        finally:
+            ctx.release_pins()
+        bus.publish("source_ended", {"flow": flow, "node": node_id, "error": error})
+        return (1, None) if error is None else (0, error)
+
+
+def _failed(node_id: str, item: WorkItem, attempt: int, exc: Exception) -> str:
+    """Log a node's failure on ``item``; the error as the reducer gets it."""
+    error = f"{type(exc).__name__}: {exc}"
+    log.warning(
+        "node %r failed on item %s (attempt %d): %s",
+        node_id,
+        item.entry_id,
+        attempt,
+        error,
+        exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
+    )
+    return error

@@ -48,6 +48,23 @@ class CommitScheduler(Protocol):
     def commit_failed(self) -> None: ...
 
 
+class _Port:
+    """What the journal knows of one output port: its kind, its readers (stream
+    and input port), its ``node.port`` name, its key among the latest values and
+    how many values it emitted in this run. Made once per port."""
+
+    __slots__ = ("emitted", "kind", "latest_key", "route", "src")
+
+    def __init__(
+        self, flow: str, node: str, port: str, kind: str, route: list[tuple[StreamKey, str]]
+    ) -> None:
+        self.kind = kind
+        self.route = route
+        self.src = f"{node}.{port}"
+        self.latest_key: LatestKey = (flow, node, port)
+        self.emitted = 0
+
+
 class _Run:
     """Consecutive emissions of one edge waiting for the commit (mutable, cheap)."""
 
@@ -82,26 +99,26 @@ class Journal:
         """``yield_every``: a source in a tight loop yields the event loop after this
         many values (the embedded queue commits without suspending, so it would
         starve the commit and the readers); see ``EngineSettings.turn_items``."""
-        self._flow = spec.name
         self._queue = queue
         self._consumer = consumer
         self._scheduler = scheduler
         self._pins = pins
         self._latest_events = latest_events
         self._jsonl = jsonl
-        self._kinds = {node_id: node.output_kinds for node_id, node in spec.nodes.items()}
-        # (node, port) -> [(reader stream, reader port)], and "node.port" names.
-        self._routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
+        routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
         for edge in spec.edges:
-            route = self._routes.setdefault((edge.source.node, edge.source.port), [])
+            route = routes.setdefault((edge.source.node, edge.source.port), [])
             route.append((StreamKey(spec.name, edge.target.node), edge.target.port))
-        self._src = {key: f"{key[0]}.{key[1]}" for key in self._routes}
+        self._ports = {
+            (node_id, port): _Port(spec.name, node_id, port, kind, routes.get((node_id, port), []))
+            for node_id, node in spec.nodes.items()
+            for port, kind in node.output_kinds.items()
+        }
         self.latest_values: dict[tuple[str, str], Any] = {}
         # Which emission each latest value is: ``{"seq": n}`` counting the port's
         # emissions in this run, plus ``"item"``, the seq of the input item the
         # node ran for. Live views show a value once however it reaches them.
         self.latest_ids: dict[tuple[str, str], dict[str, int]] = {}
-        self._emitted: dict[tuple[str, str], int] = {}
         # The next group commit: runs of emissions, acks, latest values, pins.
         self._runs: list[_Run] = []
         self._tails: dict[StreamKey, _Run] = {}
@@ -120,7 +137,8 @@ class Journal:
     # -- values in -------------------------------------------------------------------
 
     def has_readers(self, node: str, port: str) -> bool:
-        return bool(self._routes.get((node, port)))
+        out = self._ports.get((node, port))
+        return out is not None and bool(out.route)
 
     async def emit(
         self, node: str, port: str, value: Any, *, item: int | None, held: Held | None
@@ -140,17 +158,15 @@ class Journal:
         pins of the emitting run (:mod:`.pins`); the pin of an emitted reference
         passes to the commit that carries it.
         """
-        kinds = self._kinds[node]
-        kind = kinds.get(port)
-        if kind is None:
-            raise KeyError(
-                f"node {node!r} has no output port {port!r} (it has: {', '.join(kinds)})"
-            )
-        value = check_port_value(node, port, kind, value)
-        encoded = encode_value(value)
         key = (node, port)
-        seq = self._emitted[key] = self._emitted.get(key, 0) + 1
-        ident = {"seq": seq} if item is None else {"seq": seq, "item": item}
+        out = self._ports.get(key)
+        if out is None:
+            ports = ", ".join(p for n, p in self._ports if n == node)
+            raise KeyError(f"node {node!r} has no output port {port!r} (it has: {ports})")
+        value = check_port_value(node, port, out.kind, value)
+        encoded = encode_value(value)
+        out.emitted += 1
+        ident = {"seq": out.emitted} if item is None else {"seq": out.emitted, "item": item}
         self.latest_values[key] = encoded
         self.latest_ids[key] = ident
         self._latest_events.offer(key, encoded, ident)
@@ -161,18 +177,17 @@ class Journal:
             pin = held.pop(value.digest, None)
             if pin is not None:
                 self._outbox_pins.append(pin)
-        route = self._routes.get(key)
-        if route:
-            self._buffer(key, route, encoded)
+        if out.route:
+            self._buffer(out, encoded)
         elif is_ref:
             # A reference nobody reads: the state keeps it, committed with the
             # acks of this turn (the lazy flush could land after them).
-            self._latest[(self._flow, node, port)] = encoded
+            self._latest[out.latest_key] = encoded
             self.ready.set()
             return
         else:
             # Nobody reads it: only the state keeps it, flushed in batches.
-            self._dirty_latest[(self._flow, node, port)] = encoded
+            self._dirty_latest[out.latest_key] = encoded
             return
         if self._buffered >= OUTBOX_LIMIT:
             await self.flush()
@@ -182,24 +197,22 @@ class Journal:
             self._unyielded = 0
             await asyncio.sleep(0)
 
-    def _buffer(
-        self, key: tuple[str, str], route: list[tuple[StreamKey, str]], encoded: Any
-    ) -> None:
+    def _buffer(self, out: _Port, encoded: Any) -> None:
         if not self._runs:  # the first emission since the last commit
             self.ready.set()
             self.emissions_ready.set()
-        src = self._src[key]
+        src = out.src
         tails = self._tails
-        for stream, port in route:
+        for stream, port in out.route:
             run = tails.get(stream)
             if run is None or run.src != src or run.port != port:
                 run = tails[stream] = _Run(stream, src, port, time.time())
                 self._runs.append(run)
             run.values.append(encoded)
-        self._buffered += len(route)
+        self._buffered += len(out.route)
         # The state moves with the journal: a resumed source continues exactly
         # after its last committed value.
-        self._latest[(self._flow, key[0], key[1])] = encoded
+        self._latest[out.latest_key] = encoded
 
     def ack(self, entry_ids: tuple[str, ...]) -> None:
         """Buffer acks of finished items for the next commit."""
