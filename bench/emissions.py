@@ -26,8 +26,9 @@ What each number means (machines here are noisy: read the ratios first):
    The consumer also checks delivery: each seq exactly once, in order.
 2. **emit → consumer-start latency**: a source paced on absolute deadlines at
    ``--latency-rate`` per second for ``--latency-seconds`` puts
-   ``time.time()`` in each value just before ``emit``; the consumer records
-   ``time.time() - emitted_at`` as its ``run`` starts. p50 / p99 / max.
+   ``time.perf_counter()`` in each value just before ``emit``; the consumer
+   records ``time.perf_counter() - emitted_at`` as its ``run`` starts (both run in
+   one process: a monotonic clock, immune to wall-clock steps). p50 / p99 / max.
 3. **RSS over a backlog**: the flow is paused right after it starts, a source
    emits ``--backlog-items`` values of about ``--backlog-payload`` bytes, so
    all of them wait on disk; RSS (``/proc/self/statm``) is sampled before the
@@ -235,7 +236,7 @@ class PacedSource(Node):
             else:
                 probe.max_behind_s = max(probe.max_behind_s, -delay)
             before = time.perf_counter()
-            await ctx.emit("value", {"seq": seq, "emitted_at": time.time()})
+            await ctx.emit("value", {"seq": seq, "emitted_at": time.perf_counter()})
             probe.emit_costs.append(time.perf_counter() - before)
             probe.emitted += 1
         probe.finished = time.perf_counter()
@@ -248,7 +249,7 @@ class LatencySink(Node):
         self.probe = probe
 
     async def run(self, ctx: Context) -> None:
-        self.probe.latencies.append(time.time() - ctx.inputs["value"]["emitted_at"])
+        self.probe.latencies.append(time.perf_counter() - ctx.inputs["value"]["emitted_at"])
 
 
 @dataclass
