@@ -80,7 +80,8 @@ def _print_segment(
     nodes = ", ".join(n + ("*" if source else "") for _flow, n, source in header["nodes"])
     flows = sorted({flow for flow, _n, _s in header["nodes"]})
     out.write(
-        f"segment {number}: flow {', '.join(flows)}, pid {header['pid']}, started {started}\n"
+        f"segment {number}: flow {', '.join(flows)}, run {header['run']}, pid {header['pid']}, "
+        f"started {started}\n"
         f"  nodes {nodes} (* source); limits {_limits(header['limits'])}\n"
     )
     if header["careful"]:

@@ -161,15 +161,24 @@ async def test_the_wall_shows_a_running_flow(tmp_path: Path, page: Page) -> None
             assert "backlog 1234" in strip and "unplugged" in strip and "boom" in strip
 
             # A `latest` event (when the engine publishes them) updates the widget at once.
+            # Every digest the widget shows is recorded: the camera's next frame, a
+            # quarter second later, may replace this one before a poll would see it.
+            await js(
+                page,
+                f"""() => {{
+                    const img = document.querySelector("{image}");
+                    window.shownDigests = [];
+                    new MutationObserver(() => window.shownDigests.push(img.dataset.digest))
+                        .observe(img, {{ attributes: true, attributeFilter: ["data-digest"] }});
+                }}""",
+            )
             pushed = await served.state.store.save(make_jpeg(99), "image/jpeg")
             session.bus.publish(
                 "latest",
                 {"flow": "wall", "node": "cam", "port": "image", "value": pushed.to_json()},
             )
             await page.wait_for_function(
-                f'(d) => document.querySelector("{image}").dataset.digest === d',
-                arg=pushed.digest,
-                timeout=1_500,
+                "(d) => window.shownDigests.includes(d)", arg=pushed.digest, timeout=1_500
             )
 
             if shot := os.environ.get("MEDIAFLOW_WALL_SCREENSHOT"):

@@ -126,8 +126,6 @@ class FlowRunner:
             Limits.from_settings(self._settings), streams, sources, resumed=resumed
         )
         self._trace = trace
-        if trace is not None:
-            trace.start(self._state)
         self._pins = Pins()
         self._latency = LatencyWindow()
         self._journal = Journal(
@@ -295,7 +293,10 @@ class FlowRunner:
         self._journal.latest_values.update(values)
 
     def start(self, run_id: str) -> None:
+        """Start the loops (and the trace's segment): nodes are set up, ticks may come."""
         self._env.run_id = run_id
+        if self._trace is not None:
+            self._trace.start(self._state, run_id)
         self._loops.start()
 
     def admit(self, items: list[WorkItem]) -> None:

@@ -143,11 +143,12 @@ def encode_command(command: Command) -> Json:
             assert_never(command)
 
 
-def encode_start(state: EngineState) -> Json:
+def encode_start(state: EngineState, run_id: str) -> Json:
     """The header of a segment: the reducer's initial state (which holds nothing)."""
     return {
         "format": FORMAT,
         "version": VERSION,
+        "run": run_id,
         "pid": os.getpid(),
         "wall": time.time(),
         "limits": {name: getattr(state.limits, name) for name in Limits.__dataclass_fields__},
@@ -291,11 +292,11 @@ class TraceWriter:
         raw = os.environ.get(TRACE_ENV, "").strip()
         return cls(Path(raw).expanduser()) if raw else None
 
-    def start(self, state: EngineState) -> None:
+    def start(self, state: EngineState, run_id: str) -> None:
         """Open the file (appending) and write the segment's header. Raises OSError."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-        self._fh.write(_dumps(encode_start(state)) + "\n")
+        self._fh.write(_dumps(encode_start(state, run_id)) + "\n")
 
     def record(self, tick: Tick, now: float, commands: list[Command]) -> None:
         if self._fh is None:
