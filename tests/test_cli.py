@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.crash_helpers import DrainFlow
 from tests.engine_nodes import read_deliveries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,32 +99,13 @@ def test_sigkill_mid_drain_then_restart_delivers_every_chunk(tmp_path: Path) -> 
     """Kill -9 while a slow consumer drains a journaled backlog; restart; every
     chunk arrives, and a chunk seen twice is marked as a redelivery."""
     count = 1500
-    log_file = tmp_path / "deliveries.log"
-    done_file = tmp_path / "source.done"
-    flow = tmp_path / "drain.toml"
-    flow.write_text(
-        '[flow]\nname = "drain"\n'
-        f'[[node]]\nid = "src"\nuse = "tests.engine_nodes:Counter"\ncount = {count}\n'
-        f'done_file = "{done_file}"\n'
-        '[[node]]\nid = "sink"\nuse = "tests.engine_nodes:Recorder"\ndelay_s = 0.002\n'
-        f'log_file = "{log_file}"\ninputs = {{ chunk = "src.chunk" }}\n'
-    )
-    data = tmp_path / "data"
-    cmd = [sys.executable, "-m", "mediaflow", "run", str(flow), "--until-idle", "--data", str(data)]
-    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        delivered = len(log_file.read_text().splitlines()) if log_file.exists() else 0
-        if done_file.exists() and delivered >= 200:
-            break
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    drain = DrainFlow.write(tmp_path, count)
+    log_file, done_file = drain.log_file, drain.done_file
+    drain.run_and_kill()
     first = read_deliveries(log_file)
     assert 200 <= len(first) < count, "the kill must land mid-drain"
 
-    again = mediaflow("run", str(flow), "--until-idle", "--data", str(data), "-v", timeout=120)
+    again = mediaflow(*drain.args("-v"), timeout=120)
     assert again.returncode == 0, again.stderr
     assert "resumed after an unclean stop" in again.stderr
     rows = read_deliveries(log_file)

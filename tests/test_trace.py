@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from mediaflow.engine.replay import replay
 from mediaflow.engine.state import is_idle
 from mediaflow.engine.ticks import ClaimedTick, CommittedTick, ItemsArrivedTick
 from mediaflow.engine.trace import Segment, read_segments
+from tests.crash_helpers import DrainFlow
 from tests.engine_nodes import Counter, Flaky, Recorder, read_deliveries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +34,10 @@ def acked(segment: Segment) -> list[str]:
     return [i for c in commands_of(segment, "ack") for i in c["ids"]]  # type: ignore[attr-defined]
 
 
-def delivered(segment: Segment, kind: type) -> list[tuple[str, int, int]]:
+Arrival = type[ClaimedTick] | type[CommittedTick] | type[ItemsArrivedTick]
+
+
+def delivered(segment: Segment, kind: Arrival) -> list[tuple[str, int, int]]:
     """(node, seq, deliveries) of the items that arrived through ticks of ``kind``."""
     return [
         (i.stream.node, i.seq, i.deliveries)
@@ -122,32 +124,15 @@ def test_a_killed_run_and_its_resumption_replay_exactly(tmp_path: Path) -> None:
     """SIGKILL mid-drain, then resume: two segments, each replays exactly; the second
     starts careful and holds the redelivered items."""
     count = 1500
-    log_file, done_file = tmp_path / "deliveries.log", tmp_path / "source.done"
     trace = tmp_path / "trace.jsonl"
-    flow = tmp_path / "drain.toml"
-    flow.write_text(
-        '[flow]\nname = "drain"\n'
-        f'[[node]]\nid = "src"\nuse = "tests.engine_nodes:Counter"\ncount = {count}\n'
-        f'done_file = "{done_file}"\n'
-        '[[node]]\nid = "sink"\nuse = "tests.engine_nodes:Recorder"\ndelay_s = 0.002\n'
-        f'log_file = "{log_file}"\ninputs = {{ chunk = "src.chunk" }}\n'
-    )
-    data = tmp_path / "data"
+    drain = DrainFlow.write(tmp_path, count)
+    drain.run_and_kill(env={"MEDIAFLOW_TRACE": str(trace)})
     env = {**os.environ, "MEDIAFLOW_TRACE": str(trace)}
-    cmd = [sys.executable, "-m", "mediaflow", "run", str(flow), "--until-idle", "--data", str(data)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        delivered_now = len(log_file.read_text().splitlines()) if log_file.exists() else 0
-        if done_file.exists() and delivered_now >= 200:
-            break
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        drain.command(), cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 0, again.stderr
-    assert sorted({seq for seq, _, _ in read_deliveries(log_file)}) == list(range(count))
+    assert sorted({seq for seq, _, _ in read_deliveries(drain.log_file)}) == list(range(count))
 
     first, second = read_segments(trace)
     for segment in (first, second):
