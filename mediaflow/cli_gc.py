@@ -51,7 +51,7 @@ from mediaflow.queue import (
     UnsupportedQueue,
     WorkQueue,
     open_queue,
-    queue_path,
+    queue_target,
 )
 from mediaflow.store import ArtifactStore
 
@@ -106,7 +106,7 @@ async def _gc(args: argparse.Namespace) -> int:
     data_dir: Path = args.data or default_data_dir()
     queue_url = os.environ.get("MEDIAFLOW_QUEUE")
     try:
-        queue_path(queue_url, data_dir)
+        queue_target(queue_url, data_dir)
         settings = GcSettings.from_env()
     except (ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)

@@ -27,7 +27,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
 from mediaflow.gc import GcSettings
-from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
+from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
 
 # The CLI's logger, whichever command runs the flow: the lines read the same.
 log = logging.getLogger("mediaflow.cli")
@@ -87,7 +87,7 @@ async def run_flow(options: RunOptions) -> int:
     data_dir = options.data_dir or default_data_dir()
     queue_url = os.environ.get("MEDIAFLOW_QUEUE")
     try:
-        queue_path(queue_url, data_dir)  # refuse an unsupported setting before starting
+        queue_target(queue_url, data_dir)  # refuse an unsupported setting before starting
         spec = load_flow(options.flow)
         settings = EngineSettings.from_env()
         gc_settings = GcSettings.from_env()

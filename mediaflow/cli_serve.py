@@ -124,7 +124,7 @@ def _announce(url: str, settings: ServerSettings) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     from mediaflow import cli_gc
     from mediaflow.gc import GcSettings
-    from mediaflow.queue import QueueError, UnsupportedQueue, queue_path
+    from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
 
     data_dir = args.data or default_data_dir()
@@ -132,7 +132,7 @@ async def _serve(args: argparse.Namespace) -> int:
         settings = ServerSettings.from_env()
         gc_settings = GcSettings.from_env()
         from_flag = args.queue != os.environ.get("MEDIAFLOW_QUEUE")
-        queue_path(args.queue, data_dir, name="--queue" if from_flag else "MEDIAFLOW_QUEUE")
+        queue_target(args.queue, data_dir, name="--queue" if from_flag else "MEDIAFLOW_QUEUE")
     except (ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2

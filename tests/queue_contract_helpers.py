@@ -1,7 +1,8 @@
 """What the work-queue contract tests (``tests/test_queue_contract_claims.py``,
-``tests/test_queue_contract_backlog.py``) share: three streams, items numbered
-``n``, and the idle times of the reclaim tests. The backends come from the
-``queue`` and ``queue_backend`` fixtures in ``tests/conftest.py``.
+``tests/test_queue_contract_backlog.py``, ``tests/test_queue_contract_state.py``)
+share: three streams, items numbered ``n``, and the idle times of the reclaim
+tests. The backends come from the ``queue`` and ``queue_backend`` fixtures in
+``tests/conftest.py``.
 """
 
 from __future__ import annotations

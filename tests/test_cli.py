@@ -157,7 +157,7 @@ def test_an_item_that_keeps_killing_the_process_is_dead_lettered(tmp_path: Path)
     ],
     ids=["run", "serve", "demo", "gc"],
 )
-@pytest.mark.parametrize("setting", ["redis://127.0.0.1:1/0", "postgres://db/q"])
+@pytest.mark.parametrize("setting", ["amqp://broker/q", "postgres://db/q"])
 def test_an_unsupported_queue_setting_exits_2_naming_it(
     command: list[str], setting: str, tmp_path: Path
 ) -> None:
@@ -175,5 +175,18 @@ def test_serve_names_the_queue_flag_when_it_came_from_there(tmp_path: Path) -> N
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "mediaflow: --queue='amqp://x' is not a queue this mediaflow supports: expected "
-        "'sqlite' (the default), 'sqlite:///absolute/path' or 'sqlite://relative/path'"
+        "'sqlite' (the default), 'sqlite:///absolute/path', 'sqlite://relative/path', "
+        "or 'redis://host:port/db' (also rediss:// and unix://; ?prefix=NAME namespaces "
+        "the keys)"
     )
+
+
+def test_a_redis_queue_that_does_not_answer_exits_1_naming_it(tmp_path: Path) -> None:
+    result = mediaflow(
+        "run", "samples/levels.toml", "--until-idle", "--data", str(tmp_path),
+        env={"MEDIAFLOW_QUEUE": "redis://127.0.0.1:1/0"},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("mediaflow: cannot start flow 'levels': redis redis://127.0.0.1:1/0")
+    assert "Traceback" not in result.stderr

@@ -137,7 +137,7 @@ def test_the_runs_that_hold_the_cutoff_back_are_named(
     [
         ("ARTIFACT_MAX_BYTES", "banana", "ARTIFACT_MAX_BYTES: 'banana' is not a size"),
         ("ARTIFACT_GC_GRACE_S", "-1", "ARTIFACT_GC_GRACE_S='-1' must be at least"),
-        ("MEDIAFLOW_QUEUE", "redis://127.0.0.1:1/0", "MEDIAFLOW_QUEUE='redis://127.0.0.1:1/0'"),
+        ("MEDIAFLOW_QUEUE", "amqp://127.0.0.1:1/0", "MEDIAFLOW_QUEUE='amqp://127.0.0.1:1/0'"),
     ],
 )
 def test_a_bad_setting_exits_2_with_one_line(

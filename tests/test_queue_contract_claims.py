@@ -7,8 +7,9 @@ consumers are needed, ``queue_backend.open()`` for another handle on the same
 backend (``tests/conftest.py``). Times are real but short. What waits in the
 queue (stale claims, delays, dead letters, parking, the backlog, a reopen) has
 its part of the suite in ``tests/test_queue_contract_backlog.py``, group commits
-(``commit``) and acks by batch in ``tests/test_queue_contract_commit.py``, random
-interleavings of all of them in ``tests/test_queue_commit_props.py``.
+(``commit``) and acks by batch in ``tests/test_queue_contract_commit.py``, latest
+values and ``enqueue``'s acks and latest values in ``tests/test_queue_contract_state.py``,
+random interleavings of all of them in ``tests/test_queue_commit_props.py``.
 """
 
 from __future__ import annotations

@@ -90,7 +90,6 @@ async def test_open_queue_settings(tmp_path: Path, setting: str | None, where: s
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("redis://localhost:6379/0", "'redis://localhost:6379/0' .*no Redis backend yet"),
         ("postgres://x", "'postgres://x' is not a queue .*expected 'sqlite'"),
         ("sqlite:/x", "'sqlite:/x' is not a queue"),
     ],
@@ -98,6 +97,48 @@ async def test_open_queue_settings(tmp_path: Path, setting: str | None, where: s
 def test_open_queue_refuses(tmp_path: Path, setting: str, message: str) -> None:
     with pytest.raises(QueueError, match=f"MEDIAFLOW_QUEUE={message}"):
         open_queue(setting, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("setting", "url", "prefix"),
+    [
+        ("redis://localhost:6379/0", "redis://localhost:6379/0", "mediaflow"),
+        ("redis://h:1/2?prefix=site-a", "redis://h:1/2", "site-a"),
+        (
+            "rediss://u:pw@h:1/0?ssl_cert_reqs=none&prefix=b",
+            "rediss://u:pw@h:1/0?ssl_cert_reqs=none",
+            "b",
+        ),
+        ("unix:///run/redis.sock?db=1", "unix:///run/redis.sock?db=1", "mediaflow"),
+    ],
+)
+async def test_open_queue_opens_redis_with_its_prefix(
+    tmp_path: Path, setting: str, url: str, prefix: str
+) -> None:
+    from mediaflow.queue.redis_queue import RedisQueue
+
+    q = open_queue(setting, tmp_path)
+
+    assert isinstance(q, RedisQueue) and (q.url, q.prefix) == (url, prefix)
+    assert "pw" not in repr(q)
+    await q.close()
+    assert not (tmp_path / "queue.sqlite3").exists()
+
+
+def test_a_redis_setting_without_redis_py_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "redis" else real(name, *a)
+    )
+    with pytest.raises(QueueError, match=r"pip install 'mediaflow\[redis\]'"):
+        open_queue("redis://localhost:6379/0", tmp_path)
+    with pytest.raises(QueueError, match="prefix must not be empty"):
+        monkeypatch.undo()
+        open_queue("redis://localhost:6379/0?prefix=", tmp_path)
 
 
 # -- errors --------------------------------------------------------------------

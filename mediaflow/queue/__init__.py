@@ -2,13 +2,18 @@
 
 :mod:`~mediaflow.queue.contract` states what every backend does;
 :class:`SqliteQueue` is the embedded default (one file in the data
-directory), and :func:`open_queue` picks the backend a setting names
-(``--queue`` / ``MEDIAFLOW_QUEUE``).
+directory), :class:`~mediaflow.queue.redis_queue.RedisQueue` the distributed one
+(Redis Streams; the ``redis`` extra), and :func:`open_queue` picks the backend a
+setting names (``--queue`` / ``MEDIAFLOW_QUEUE``).
 """
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+from urllib.parse import parse_qsl, urlencode
 
 from mediaflow.queue.contract import (
     DeadLetter,
@@ -32,6 +37,7 @@ __all__ = [
     "NewItem",
     "QueueError",
     "QueueStats",
+    "QueueTarget",
     "QueueUnavailable",
     "SqliteQueue",
     "StreamBacklog",
@@ -40,54 +46,95 @@ __all__ = [
     "WorkItem",
     "WorkQueue",
     "open_queue",
-    "queue_path",
+    "queue_target",
 ]
 
 
-SUPPORTED_QUEUES = "'sqlite' (the default), 'sqlite:///absolute/path' or 'sqlite://relative/path'"
-"""What :func:`queue_path` understands, for messages."""
+SUPPORTED_QUEUES = (
+    "'sqlite' (the default), 'sqlite:///absolute/path', 'sqlite://relative/path', "
+    "or 'redis://host:port/db' (also rediss:// and unix://; ?prefix=NAME namespaces the keys)"
+)
+"""What :func:`queue_target` understands, for messages."""
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class UnsupportedQueue(QueueError, ValueError):
     """A queue setting names a backend or form this mediaflow does not have."""
 
-    def __init__(self, setting: str, *, name: str = "MEDIAFLOW_QUEUE") -> None:
+    def __init__(self, setting: str, *, name: str = "MEDIAFLOW_QUEUE", why: str = "") -> None:
         super().__init__(
-            f"{name}={setting!r} is not a queue this mediaflow supports: {_why(setting)}"
+            f"{name}={setting!r} is not a queue this mediaflow supports: "
+            f"{why or f'expected {SUPPORTED_QUEUES}'}"
         )
         self.setting = setting
 
 
-def _why(setting: str) -> str:
-    if setting.startswith(("redis://", "rediss://", "unix://")):
-        return f"there is no Redis backend yet; use {SUPPORTED_QUEUES}"
-    return f"expected {SUPPORTED_QUEUES}"
+@dataclass(frozen=True)
+class QueueTarget:
+    """Where a queue setting points: an SQLite file, or a Redis URL and key prefix."""
+
+    backend: Literal["sqlite", "redis"]
+    path: Path | None = None
+    url: str = ""
+    prefix: str = "mediaflow"
 
 
-def queue_path(url_or_none: str | None, data_dir: Path, *, name: str = "MEDIAFLOW_QUEUE") -> Path:
-    """The SQLite file a queue setting names; pure apart from asking whether a
-    named path is a directory.
+def queue_target(
+    url_or_none: str | None, data_dir: Path, *, name: str = "MEDIAFLOW_QUEUE"
+) -> QueueTarget:
+    """What a queue setting names; pure apart from asking whether a named path is
+    a directory and whether redis-py is installed.
 
     - ``None``, ``""``, ``"sqlite"`` or ``"sqlite://"``: ``data_dir / "queue.sqlite3"``;
     - ``"sqlite:///abs/path.sqlite3"``: that file (``sqlite://rel/path`` is relative
-      to ``data_dir``; a directory gets ``queue.sqlite3`` inside).
+      to ``data_dir``; a directory gets ``queue.sqlite3`` inside);
+    - ``"redis://host:port/db"`` (``rediss://``, ``unix://``): a Redis server; an
+      optional ``prefix`` query parameter namespaces the keys (default
+      ``mediaflow``).
 
     Raises :class:`UnsupportedQueue` (naming ``name`` and the value) for any other
-    setting, ``redis://`` included until that backend exists.
+    setting, and for a Redis URL when the ``redis`` extra is not installed.
     """
     setting = (url_or_none or "").strip()
     if setting in ("", "sqlite", "sqlite://"):
-        return Path(data_dir) / DB_FILENAME
+        return QueueTarget("sqlite", path=Path(data_dir) / DB_FILENAME)
     if setting.startswith("sqlite://"):
         path = Path(data_dir) / Path(setting.removeprefix("sqlite://")).expanduser()
-        return path / DB_FILENAME if path.is_dir() else path
+        return QueueTarget("sqlite", path=path / DB_FILENAME if path.is_dir() else path)
+    if setting.startswith(REDIS_SCHEMES):
+        if importlib.util.find_spec("redis") is None:
+            why = "the Redis backend needs redis-py: pip install 'mediaflow[redis]'"
+            raise UnsupportedQueue(setting, name=name, why=why)
+        url, prefix = _split_prefix(setting)
+        if not prefix:
+            raise UnsupportedQueue(setting, name=name, why="the key prefix must not be empty")
+        return QueueTarget("redis", url=url, prefix=prefix)
     raise UnsupportedQueue(setting, name=name)
 
 
-def open_queue(url_or_none: str | None, data_dir: Path) -> WorkQueue:
-    """Open the queue a setting names (see :func:`queue_path`).
+def _split_prefix(url: str) -> tuple[str, str]:
+    """The URL without its ``prefix`` query parameter, and that parameter."""
+    base, _, query = url.partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    prefixes = [value for key, value in pairs if key == "prefix"]
+    if not prefixes:
+        return url, "mediaflow"
+    rest = urlencode([(key, value) for key, value in pairs if key != "prefix"])
+    return (f"{base}?{rest}" if rest else base), prefixes[-1]
 
-    Synchronous. Raises :class:`UnsupportedQueue` for a setting it does not
-    understand and :class:`QueueUnavailable` if the queue cannot be opened.
+
+def open_queue(url_or_none: str | None, data_dir: Path) -> WorkQueue:
+    """Open the queue a setting names (see :func:`queue_target`).
+
+    Synchronous; a Redis queue connects on first use. Raises
+    :class:`UnsupportedQueue` for a setting it does not understand and
+    :class:`QueueUnavailable` if an SQLite queue cannot be opened.
     """
-    return SqliteQueue(queue_path(url_or_none, data_dir))
+    target = queue_target(url_or_none, data_dir)
+    if target.backend == "redis":
+        from mediaflow.queue.redis_queue import RedisQueue
+
+        return RedisQueue(target.url, prefix=target.prefix)
+    assert target.path is not None
+    return SqliteQueue(target.path)

@@ -1,0 +1,192 @@
+"""The Lua scripts of the Redis backend off the hot path: handing items back,
+reclaiming, dead letters, delayed items, the backlog and the storage lifecycle.
+
+See :mod:`mediaflow.queue.redis_lua` for the layout and the shared prelude.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mediaflow.queue.redis_lua import PRELUDE
+
+# ARGV: P, now, started (1/0), n, (name, id)*. Pending items go back to ~ready;
+# an unstarted one gives its delivery back. Returns how many were pending.
+RELEASE: Final = (
+    PRELUDE
+    + r"""
+local started = ARGV[3] == '1'
+local released = 0
+for i = 5, 4 + 2 * tonumber(ARGV[4]), 2 do
+  local name, id = ARGV[i], ARGV[i + 1]
+  if known(name) then
+    local key = skey(name)
+    local c, count = holder(key, id)
+    if c and not is_pseudo(c) then
+      if not started then count = math.max(count - 1, 0) end
+      redis.call('XCLAIM', key, GROUP, '~ready', 0, id, 'RETRYCOUNT', count, 'JUSTID')
+      released = released + 1
+    end
+  end
+end
+return released
+"""
+)
+
+# ARGV: P, now, consumer. Every item the consumer holds goes back to ~ready.
+RELEASE_CONSUMER: Final = (
+    PRELUDE
+    + r"""
+local consumer = ARGV[3]
+local released = 0
+for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
+  local key = skey(name)
+  while true do
+    local held = redis.call('XPENDING', key, GROUP, '-', '+', 1000, consumer)
+    if #held == 0 then break end
+    for _, p in ipairs(held) do
+      redis.call('XCLAIM', key, GROUP, '~ready', 0, p[1], 'RETRYCOUNT', tonumber(p[4]), 'JUSTID')
+      released = released + 1
+    end
+  end
+end
+return released
+"""
+)
+
+# ARGV: P, now, idle_ms, consumer ("" for none). Items idle that long go to the
+# consumer (one more delivery) or back to ~ready (counted at the next claim).
+# Returns them as CLAIM does, oldest first within each stream.
+RECLAIM: Final = (
+    PRELUDE
+    + r"""
+local idle, consumer = tonumber(ARGV[3]), ARGV[4]
+local out = {}
+local redelivered = 0
+for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
+  local key = skey(name)
+  local stale = redis.call('XPENDING', key, GROUP, 'IDLE', idle, '-', '+', 100000)
+  for _, p in ipairs(stale) do
+    if not is_pseudo(p[2]) then
+      local count = tonumber(p[4])
+      local target, deliveries = '~ready', count
+      if consumer ~= '' then target, deliveries = consumer, count + 1 end
+      local e = redis.call('XCLAIM', key, GROUP, target, 0, p[1], 'RETRYCOUNT', deliveries)[1]
+      if e then
+        local f = e[2]
+        out[#out + 1] = name; out[#out + 1] = e[1]; out[#out + 1] = f[2]
+        out[#out + 1] = f[4]; out[#out + 1] = f[6]; out[#out + 1] = deliveries
+        if consumer ~= '' then redelivered = redelivered + 1 end
+      end
+    end
+  end
+end
+if redelivered > 0 then redis.call('HINCRBY', P .. ':stats', 'redelivered', redelivered) end
+return out
+"""
+)
+
+# ARGV: P, now, name, id, flow, record, reason.
+DEAD_LETTER: Final = (
+    PRELUDE
+    + r"""
+local name, id, flow, record, reason = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if known(name) then
+  local key = skey(name)
+  redis.call('XACK', key, GROUP, id)
+  redis.call('XDEL', key, id)
+  redis.call('ZREM', P .. ':due', name .. '/' .. seq_of(id))
+end
+redis.call('XADD', P .. ':dead:' .. flow, '*', 'r', record, 'why', reason, 'at', NOW)
+redis.call('SADD', P .. ':deadflows', flow)
+redis.call('HINCRBY', P .. ':stats', 'dead_lettered', 1)
+if reading() then gc_note(record .. reason) end
+return 1
+"""
+)
+
+# ARGV: P, now. Delayed items due by now join ~ready (never run, count 0).
+MOVE_DUE: Final = (
+    PRELUDE
+    + r"""
+local moved = 0
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', P .. ':due', '-inf', NOW)) do
+  local name, seq = string.match(member, '^(.+)/(%d+)$')
+  if known(name) then
+    local key = skey(name)
+    if holder(key, seq .. '-0') == '~delayed' then
+      redis.call('XCLAIM', key, GROUP, '~ready', 0, seq .. '-0', 'RETRYCOUNT', 0, 'JUSTID')
+      moved = moved + 1
+    end
+  end
+  redis.call('ZREM', P .. ':due', member)
+end
+return moved
+"""
+)
+
+# ARGV: P, now. Per stream with waiting work: name, ready, pending, delayed, and
+# the enqueue time of its oldest unacked item.
+BACKLOG: Final = (
+    PRELUDE
+    + r"""
+local out = {}
+for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
+  local key = skey(name)
+  local summary = redis.call('XPENDING', key, GROUP)
+  local total, by = tonumber(summary[1]), {}
+  if summary[4] then
+    for _, c in ipairs(summary[4]) do by[c[1]] = tonumber(c[2]) end
+  end
+  local released, delayed = by['~ready'] or 0, by['~delayed'] or 0
+  local new = undelivered(key, name)
+  if total + new > 0 then
+    local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
+    out[#out + 1] = name
+    out[#out + 1] = released + new
+    out[#out + 1] = total - released - delayed
+    out[#out + 1] = delayed
+    out[#out + 1] = first and first[2][6] or NOW
+  end
+end
+return out
+"""
+)
+
+# ARGV: P, now, before (caller's time), keep_per_flow. Returns how many went.
+TRIM_DEAD: Final = (
+    PRELUDE
+    + r"""
+local before, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Dead letters' ids carry the server's clock: move the cutoff onto it.
+local t = redis.call('TIME')
+local skew_ms = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) - tonumber(NOW) * 1000
+local min_id = string.format('%d', math.max(0, math.floor(before * 1000 + skew_ms)))
+local deleted = 0
+for _, flow in ipairs(redis.call('SMEMBERS', P .. ':deadflows')) do
+  local key = P .. ':dead:' .. flow
+  deleted = deleted + redis.call('XTRIM', key, 'MINID', min_id)
+  deleted = deleted + redis.call('XTRIM', key, 'MAXLEN', keep)
+end
+return deleted
+"""
+)
+
+# ARGV: P, now, flow. Returns {-waiting} if items of the flow wait, else the
+# numbers of latest values and dead letters dropped.
+FORGET_FLOW: Final = (
+    PRELUDE
+    + r"""
+local flow = ARGV[3]
+local waiting = 0
+for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
+  if flow_of(name) == flow then waiting = waiting + redis.call('XLEN', skey(name)) end
+end
+if waiting > 0 then return {-waiting} end
+local latest = redis.call('HLEN', P .. ':latest:' .. flow)
+local dead = redis.call('XLEN', P .. ':dead:' .. flow)
+redis.call('DEL', P .. ':latest:' .. flow, P .. ':dead:' .. flow)
+redis.call('SREM', P .. ':deadflows', flow)
+return {latest, dead}
+"""
+)

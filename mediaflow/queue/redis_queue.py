@@ -1,0 +1,396 @@
+"""The distributed work-queue backend: Redis Streams, one consumer group per stream.
+
+Selected by ``MEDIAFLOW_QUEUE=redis://host:port/db`` (``rediss://`` for TLS,
+``unix://`` for a socket); needs the ``redis`` extra (redis-py's asyncio
+client). Several processes on several machines share one Redis: claims are
+``XREADGROUP`` (never-delivered items) and ``XCLAIM`` (items handed back),
+acks ``XACK`` + ``XDEL`` (a stream holds only unfinished work), touches
+``XCLAIM ... JUSTID``, reclaims ``XPENDING IDLE`` + ``XCLAIM``, delayed items
+wait in a sorted set and are promoted by a script, dead letters go to a stream
+per flow. Each operation is one Lua script (:mod:`.redis_lua`), so it is atomic
+like the SQLite backend's transactions; the layout is described there.
+
+Durability is Redis's: with ``appendonly yes`` (and ``appendfsync everysec``
+or ``always``) a Redis restart loses nothing a method returned for; without
+persistence, a restart of Redis loses the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final
+
+from mediaflow.queue import redis_lua, redis_lua_admin
+from mediaflow.queue.contract import (
+    DeadLetter,
+    EmissionRun,
+    NewItem,
+    QueueError,
+    QueueStats,
+    QueueUnavailable,
+    StreamBacklog,
+    StreamKey,
+    WorkItem,
+)
+from mediaflow.queue.redis_live import read_live_digests
+from mediaflow.queue.redis_rows import (
+    dead_letter_of,
+    dumps,
+    entry_id,
+    ids_args,
+    items_of,
+    latest_args,
+    pairs,
+    redact,
+    split_entry_id,
+    stream_key,
+    stream_name,
+    text,
+)
+
+POLL_S: Final = 0.005
+"""How often a blocking claim looks again for work (Lua scripts cannot block)."""
+
+
+class RedisQueue:
+    """:class:`~mediaflow.queue.contract.WorkQueue` on one Redis (not a cluster).
+
+    Opening connects lazily: the constructor checks the URL and needs no event
+    loop; the first call connects. Every method raises
+    :class:`~mediaflow.queue.contract.QueueUnavailable` when Redis cannot be
+    reached or refuses, and ``QueueError`` after :meth:`close`. ``prefix``
+    namespaces the keys, so several installations (or tests) share one Redis.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "mediaflow") -> None:
+        try:
+            import redis.asyncio
+        except ImportError as exc:  # the ``redis`` extra
+            raise QueueError(
+                "the Redis queue needs redis-py: pip install 'mediaflow[redis]'"
+            ) from exc
+        self.url = url
+        self.prefix = prefix
+        self._client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+        self._scripts = {
+            name: self._client.register_script(
+                getattr(redis_lua, name, None) or getattr(redis_lua_admin, name)
+            )
+            for name in (
+                "ENQUEUE", "CLAIM", "ACK", "PUT_LATEST", "TOUCH", "RELEASE",
+                "RELEASE_CONSUMER", "RECLAIM", "DEAD_LETTER", "MOVE_DUE", "BACKLOG",
+                "TRIM_DEAD", "FORGET_FLOW",
+            )
+        }  # fmt: skip
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RedisQueue({redact(self.url)!r}, prefix={self.prefix!r})"
+
+    async def _run(self, script: str, *args: Any, now: float | None = None) -> Any:
+        """Run one of :mod:`.redis_lua`'s scripts with the prefix and the time."""
+        if self._closed:
+            raise QueueError(f"redis queue {redact(self.url)} is closed")
+        import redis.exceptions
+
+        at = time.time() if now is None else now
+        try:
+            return await self._scripts[script](args=[self.prefix, repr(at), *args])
+        except redis.exceptions.RedisError as exc:
+            raise QueueUnavailable(f"redis {redact(self.url)}: {exc}") from exc
+
+    async def _call(self, *command: Any) -> Any:
+        if self._closed:
+            raise QueueError(f"redis queue {redact(self.url)} is closed")
+        import redis.exceptions
+
+        try:
+            return await self._client.execute_command(*command)  # type: ignore[no-untyped-call]
+        except redis.exceptions.RedisError as exc:
+            raise QueueUnavailable(f"redis {redact(self.url)}: {exc}") from exc
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- enqueue and claim ---------------------------------------------------
+
+    async def enqueue(
+        self,
+        items: Sequence[NewItem],
+        *,
+        claim_for: str | None = None,
+        ack: Sequence[str] = (),
+        latest: Mapping[tuple[str, str, str], Any] | None = None,
+    ) -> list[WorkItem]:
+        """See :meth:`WorkQueue.enqueue`. Raises ``TypeError`` or ``ValueError``,
+        before writing anything, if a payload is not JSON-serialisable."""
+        payloads = [dumps(dict(item.payload)) for item in items]
+        rows: list[tuple[StreamKey, str, str, float, bool]] = [
+            (item.stream, item.kind, payload, item.delay_s, item.claim)
+            for item, payload in zip(items, payloads, strict=True)
+        ]
+        if not rows and not ack and not latest:
+            return []
+        now = time.time()
+        stored = await self._append(rows, claim_for, ack, latest, now)
+        return [
+            WorkItem(
+                entry_id(item.stream, seq), item.stream, item.kind, item.payload, seq, dlv, now
+            )
+            for item, (seq, dlv) in zip(items, stored, strict=True)
+        ]
+
+    async def commit(
+        self,
+        runs: Sequence[EmissionRun],
+        *,
+        claim_for: str | None = None,
+        ack: Sequence[str] = (),
+        latest: Mapping[tuple[str, str, str], Any] | None = None,
+    ) -> list[WorkItem]:
+        """See :meth:`WorkQueue.commit`."""
+        rows: list[tuple[StreamKey, str, str, float, bool]] = []
+        for run in runs:
+            if not 0 <= run.claim <= len(run.values):
+                raise ValueError(
+                    f"claim {run.claim} is outside the run of {len(run.values)} value(s)"
+                )
+            head = dumps({"src": run.src, "port": run.port})[:-1] + ',"value":'
+            tail = ',"at":' + dumps(run.at) + "}"
+            for index, value in enumerate(run.values):
+                payload = head + dumps(value) + tail
+                rows.append((run.stream, "emission", payload, 0.0, index < run.claim))
+        if not rows and not ack and not latest:
+            return []
+        now = time.time()
+        stored = iter(await self._append(rows, claim_for, ack, latest, now))
+        claimed: list[WorkItem] = []
+        for run in runs:
+            for value in run.values:
+                seq, delivered = next(stored)
+                if delivered:
+                    body = {"src": run.src, "port": run.port, "value": value, "at": run.at}
+                    item = WorkItem(
+                        entry_id(run.stream, seq), run.stream, "emission", body, seq, 1, now
+                    )
+                    claimed.append(item)
+        return claimed
+
+    async def _append(
+        self,
+        rows: Sequence[tuple[StreamKey, str, str, float, bool]],
+        claim_for: str | None,
+        ack: Sequence[str],
+        latest: Mapping[tuple[str, str, str], Any] | None,
+        now: float,
+    ) -> list[tuple[int, int]]:
+        """Append ``rows`` (stream, kind, payload JSON, delay, claim?) in one script;
+        return each row's (seq, deliveries)."""
+        args: list[Any] = [claim_for or "", len(rows)]
+        for stream, kind, payload, delay, claim in rows:
+            args += [stream_name(stream), kind, payload, repr(float(delay)), "1" if claim else "0"]
+        ack_args = ids_args(ack)
+        args += [len(ack_args) // 2, *ack_args]
+        latest_rows = latest_args(latest)
+        args += [len(latest_rows) // 3, *latest_rows]
+        reply = await self._run("ENQUEUE", *args, now=now)
+        pairs = reply[:-1]
+        return [(int(pairs[i]), int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
+
+    async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
+        """See :meth:`WorkQueue.put_latest`."""
+        args = latest_args(latest)
+        if args:
+            await self._run("PUT_LATEST", len(args) // 3, *args)
+
+    async def latest(self, flow: str) -> dict[tuple[str, str], Any]:
+        """See :meth:`WorkQueue.latest`."""
+        raw = await self._call("HGETALL", self.key("latest", flow))
+        values: dict[tuple[str, str], Any] = {}
+        for field, value in pairs(raw):
+            node, _, port = text(field).partition(".")
+            values[(node, port)] = json.loads(value)
+        return values
+
+    async def claim(
+        self,
+        consumer: str,
+        wants: Mapping[StreamKey, int],
+        *,
+        block_ms: int = 0,
+    ) -> list[WorkItem]:
+        """See :meth:`WorkQueue.claim`. While it blocks it looks again every
+        :data:`POLL_S` (a script cannot block, and one claim covers many streams)."""
+        args: list[Any] = [consumer, 0]
+        for stream, n in wants.items():
+            if n > 0:
+                args += [stream_name(stream), n]
+        if len(args) == 2:
+            return []
+        args[1] = (len(args) - 2) // 2
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            items = items_of(await self._run("CLAIM", *args))
+            if items or time.monotonic() >= deadline:
+                return items
+            await asyncio.sleep(POLL_S)
+
+    # -- finishing and holding -----------------------------------------------
+
+    async def ack(self, entry_ids: Sequence[str]) -> int:
+        """See :meth:`WorkQueue.ack`: pending items go (``XACK`` + ``XDEL``)."""
+        args = ids_args(entry_ids)
+        return int(await self._run("ACK", len(args) // 2, *args)) if args else 0
+
+    async def touch(self, consumer: str, entry_ids: Sequence[str]) -> int:
+        """See :meth:`WorkQueue.touch` (``XCLAIM ... JUSTID`` of what it still holds)."""
+        args = ids_args(entry_ids)
+        if not args:
+            return 0
+        return int(await self._run("TOUCH", consumer, len(args) // 2, *args))
+
+    async def release(self, entry_ids: Sequence[str], *, started: bool = True) -> int:
+        """See :meth:`WorkQueue.release`."""
+        args = ids_args(entry_ids)
+        if not args:
+            return 0
+        return int(await self._run("RELEASE", "1" if started else "0", len(args) // 2, *args))
+
+    async def release_consumer(self, consumer: str) -> int:
+        """See :meth:`WorkQueue.release_consumer`."""
+        return int(await self._run("RELEASE_CONSUMER", consumer))
+
+    async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
+        """See :meth:`WorkQueue.reclaim_stale`."""
+        return items_of(await self._run("RECLAIM", int(idle_ms), consumer or ""))
+
+    async def dead_letter(self, item: WorkItem, reason: str) -> None:
+        """See :meth:`WorkQueue.dead_letter`."""
+        record = dumps(
+            {
+                "entry_id": item.entry_id,
+                "flow": item.stream.flow,
+                "node": item.stream.node,
+                "kind": item.kind,
+                "payload": dict(item.payload),
+                "seq": item.seq,
+                "deliveries": item.deliveries,
+                "enqueued_at": item.enqueued_at,
+            }
+        )
+        parsed = split_entry_id(item.entry_id) or (stream_name(item.stream), f"{item.seq}-0")
+        await self._run("DEAD_LETTER", *parsed, item.stream.flow, record, reason)
+
+    async def dead_letters(self, flow: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """See :meth:`WorkQueue.dead_letters`; newest first."""
+        if flow is None:
+            flows = [text(f) for f in await self._call("SMEMBERS", self.key("deadflows"))]
+        else:
+            flows = [flow]
+        rows: list[tuple[tuple[int, int], DeadLetter]] = []
+        for name in flows:
+            for rid, fields in await self._call(
+                "XREVRANGE", self.key("dead", name), "+", "-", "COUNT", limit
+            ):
+                ms, _, n = text(rid).partition("-")
+                rows.append(((int(ms), int(n)), dead_letter_of(dict(pairs(fields)))))
+        rows.sort(key=lambda row: row[0], reverse=True)
+        return [letter for _, letter in rows[:limit]]
+
+    async def move_due(self, now: float) -> int:
+        """See :meth:`WorkQueue.move_due`."""
+        return int(await self._run("MOVE_DUE", now=now))
+
+    # -- looking at the queue, parking ---------------------------------------
+
+    async def backlog(self) -> dict[StreamKey, StreamBacklog]:
+        """See :meth:`WorkQueue.backlog`; streams with nothing unacked are omitted."""
+        flat = await self._run("BACKLOG")
+        out: dict[StreamKey, StreamBacklog] = {}
+        for i in range(0, len(flat), 5):
+            name, ready, pending, delayed, oldest = flat[i : i + 5]
+            out[stream_key(text(name))] = StreamBacklog(
+                int(ready), int(pending), int(delayed), float(text(oldest))
+            )
+        return out
+
+    async def backlog_flows(self) -> dict[str, int]:
+        """See :meth:`WorkQueue.backlog_flows`."""
+        flows: dict[str, int] = {}
+        for stream, waiting in (await self.backlog()).items():
+            flows[stream.flow] = flows.get(stream.flow, 0) + waiting.total
+        return flows
+
+    async def park(self, flow: str) -> None:
+        """See :meth:`WorkQueue.park` (cancels any steps left)."""
+        await self._call("HSET", self.key("parked"), flow, "")
+
+    async def unpark(self, flow: str, *, steps: int | None = None) -> None:
+        """See :meth:`WorkQueue.unpark`. Raises ``ValueError`` for negative ``steps``."""
+        if steps is None:
+            await self._call("HDEL", self.key("parked"), flow)
+        elif steps < 0:
+            raise ValueError(f"steps must be at least 0, not {steps}")
+        else:
+            await self._call("HSET", self.key("parked"), flow, str(steps) if steps else "")
+
+    async def parked(self) -> dict[str, int | None]:
+        """See :meth:`WorkQueue.parked`."""
+        raw = await self._call("HGETALL", self.key("parked"))
+        return {text(f): (int(v) if text(v) else None) for f, v in pairs(raw)}
+
+    async def stats(self) -> QueueStats:
+        """Counters kept in Redis. ``extra``: ``backend``, ``url`` (no password), ``prefix``."""
+        counters = {
+            text(f): int(v) for f, v in pairs(await self._call("HGETALL", self.key("stats")))
+        }
+        seqs = await self._call("HVALS", self.key("seq"))
+        backlog = await self.backlog()
+        parked = await self.parked()
+        return QueueStats(
+            enqueued=sum(int(v) for v in seqs),
+            acked=counters.get("acked", 0),
+            dead_lettered=counters.get("dead_lettered", 0),
+            redelivered=counters.get("redelivered", 0),
+            backlog=sum(b.total for b in backlog.values()),
+            parked_flows=tuple(sorted(parked)),
+            extra={"backend": "redis", "url": redact(self.url), "prefix": self.prefix},
+        )
+
+    # -- storage lifecycle ---------------------------------------------------
+
+    def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
+        """See :meth:`WorkQueue.live_digests` and :mod:`.redis_live`."""
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, not {batch}")
+        return read_live_digests(self, batch)
+
+    async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
+        """See :meth:`WorkQueue.trim_dead_letters`. Ages are read from the dead
+        letters' stream ids, on Redis's clock (the script corrects for the skew)."""
+        if keep_per_flow < 0:
+            raise ValueError(f"keep_per_flow must be at least 0, not {keep_per_flow}")
+        return int(await self._run("TRIM_DEAD", repr(float(before)), keep_per_flow))
+
+    async def forget_flow(self, flow: str) -> dict[str, int]:
+        """See :meth:`WorkQueue.forget_flow`."""
+        reply = await self._run("FORGET_FLOW", flow)
+        if int(reply[0]) < 0:
+            raise QueueError(
+                f"flow {flow!r} still has {-int(reply[0])} item(s) waiting in the queue; "
+                "forget it once they have been consumed or dead-lettered"
+            )
+        return {"latest": int(reply[0]), "dead_letters": int(reply[1])}
+
+    async def close(self) -> None:
+        """See :meth:`WorkQueue.close`. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._client.aclose()
+
+    async def execute(self, *command: Any) -> Any:
+        """One raw Redis command (for :mod:`.redis_live`); errors as the methods raise them."""
+        return await self._call(*command)

@@ -1,0 +1,115 @@
+"""Between Python values and the Redis backend's script arguments and replies.
+
+Pure: names and ids, the flat replies of :mod:`.redis_lua`'s scripts turned into
+:class:`~mediaflow.queue.contract.WorkItem` s, latest values and dead letters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from mediaflow.queue.contract import DeadLetter, StreamKey, WorkItem
+
+dumps: Final = json.JSONEncoder(separators=(",", ":")).encode
+"""Compact JSON, as the SQLite backend writes it."""
+
+
+def stream_name(stream: StreamKey) -> str:
+    return f"{stream.flow}/{stream.node}"
+
+
+def entry_id(stream: StreamKey, seq: int) -> str:
+    """The item's id for the contract: ``flow/node/seq`` (names never hold a ``/``)."""
+    return f"{stream.flow}/{stream.node}/{seq}"
+
+
+def split_entry_id(entry: str) -> tuple[str, str] | None:
+    """``(stream name, Redis stream id)`` of an entry id, None if it is not one of ours."""
+    name, _, seq = entry.rpartition("/")
+    if not name or "/" not in name or not seq.isdigit():
+        return None
+    return name, f"{int(seq)}-0"
+
+
+def stream_key(name: str) -> StreamKey:
+    flow, _, node = name.rpartition("/")  # a flow's name may hold a "/", a node id not
+    return StreamKey(flow, node)
+
+
+def ids_args(entry_ids: Sequence[str]) -> list[str]:
+    args: list[str] = []
+    for entry in entry_ids:
+        parsed = split_entry_id(entry)
+        if parsed is not None:
+            args.extend(parsed)
+    return args
+
+
+def items_of(flat: Sequence[Any]) -> list[WorkItem]:
+    """WorkItems from a script's flat reply: name, id, kind, payload, at, deliveries."""
+    rows = [flat[i : i + 6] for i in range(0, len(flat), 6)]
+    if not rows:
+        return []
+    payloads = json.loads("[" + ",".join(text(row[3]) for row in rows) + "]")
+    items = []
+    for row, payload in zip(rows, payloads, strict=True):
+        name, rid = text(row[0]), text(row[1])
+        seq = int(rid.partition("-")[0])
+        stream = stream_key(name)
+        items.append(
+            WorkItem(
+                entry_id(stream, seq),
+                stream,
+                cast(Any, text(row[2])),
+                payload,
+                seq,
+                int(row[5]),
+                float(text(row[4])),
+            )
+        )
+    return items
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def redact(url: str) -> str:
+    """``url`` without a password, for messages and stats."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def pairs(raw: Any) -> list[tuple[Any, Any]]:
+    if isinstance(raw, dict):
+        return list(raw.items())
+    return [(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
+
+
+def latest_args(latest: Mapping[tuple[str, str, str], Any] | None) -> list[str]:
+    args: list[str] = []
+    for (flow, node, port), value in (latest or {}).items():
+        args += [flow, f"{node}.{port}", dumps(value)]
+    return args
+
+
+def dead_letter_of(fields: Mapping[Any, Any]) -> DeadLetter:
+    record = json.loads(fields[b"r"])
+    stream = StreamKey(record["flow"], record["node"])
+    item = WorkItem(
+        record["entry_id"],
+        stream,
+        record["kind"],
+        record["payload"],
+        record["seq"],
+        record["deliveries"],
+        record["enqueued_at"],
+    )
+    return DeadLetter(item, text(fields[b"why"]), float(text(fields[b"at"])))
