@@ -97,7 +97,9 @@ if known(name) then
   redis.call('XDEL', key, id)
   redis.call('ZREM', P .. ':due', name .. '/' .. seq_of(id))
 end
-redis.call('XADD', P .. ':dead:' .. flow, '*', 'r', record, 'why', reason, 'at', NOW)
+-- n: one counter for every flow's dead letters, so they sort newest first together.
+local n = redis.call('INCR', P .. ':deadseq')
+redis.call('XADD', P .. ':dead:' .. flow, '*', 'r', record, 'why', reason, 'at', NOW, 'n', n)
 redis.call('SADD', P .. ':deadflows', flow)
 redis.call('HINCRBY', P .. ':stats', 'dead_lettered', 1)
 if reading() then gc_note(record .. reason) end
@@ -153,24 +155,33 @@ return out
 """
 )
 
-# ARGV: P, now, before (caller's time), keep_per_flow. Returns how many went.
+# ARGV: P, now, before (a Unix time), keep_per_flow. Returns how many went. Age
+# is each dead letter's own time (its ``at``), oldest first, not its stream id
+# (which carries the server's clock).
 TRIM_DEAD: Final = (
     PRELUDE
     + r"""
 local before, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
--- Dead letters' ids carry the server's clock: move the cutoff onto it.
-local t = redis.call('TIME')
-local skew_ms = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) - tonumber(NOW) * 1000
-local min_id = string.format('%d', math.max(0, math.floor(before * 1000 + skew_ms)))
 local deleted = 0
 for _, flow in ipairs(redis.call('SMEMBERS', P .. ':deadflows')) do
   local key = P .. ':dead:' .. flow
-  deleted = deleted + redis.call('XTRIM', key, 'MINID', min_id)
+  local old = true
+  while old do
+    local entries = redis.call('XRANGE', key, '-', '+', 'COUNT', 100)
+    if #entries == 0 then break end
+    for _, e in ipairs(entries) do
+      local at
+      for i = 1, #e[2], 2 do if e[2][i] == 'at' then at = tonumber(e[2][i + 1]) end end
+      if at >= before then old = false; break end
+      deleted = deleted + redis.call('XDEL', key, e[1])
+    end
+  end
   deleted = deleted + redis.call('XTRIM', key, 'MAXLEN', keep)
 end
 return deleted
 """
 )
+
 
 # ARGV: P, now, flow. Returns {-waiting} if items of the flow wait, else the
 # numbers of latest values and dead letters dropped.

@@ -290,13 +290,13 @@ class RedisQueue:
             flows = [text(f) for f in await self._call("SMEMBERS", self.key("deadflows"))]
         else:
             flows = [flow]
-        rows: list[tuple[tuple[int, int], DeadLetter]] = []
+        rows: list[tuple[int, DeadLetter]] = []
         for name in flows:
-            for rid, fields in await self._call(
+            for _rid, raw in await self._call(
                 "XREVRANGE", self.key("dead", name), "+", "-", "COUNT", limit
             ):
-                ms, _, n = text(rid).partition("-")
-                rows.append(((int(ms), int(n)), dead_letter_of(dict(pairs(fields)))))
+                fields = dict(pairs(raw))
+                rows.append((int(fields[b"n"]), dead_letter_of(fields)))
         rows.sort(key=lambda row: row[0], reverse=True)
         return [letter for _, letter in rows[:limit]]
 
@@ -369,8 +369,8 @@ class RedisQueue:
         return read_live_digests(self, batch)
 
     async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
-        """See :meth:`WorkQueue.trim_dead_letters`. Ages are read from the dead
-        letters' stream ids, on Redis's clock (the script corrects for the skew)."""
+        """See :meth:`WorkQueue.trim_dead_letters`. A dead letter's age is the time
+        its ``dead_letter`` call gave (the caller's clock), read oldest first."""
         if keep_per_flow < 0:
             raise ValueError(f"keep_per_flow must be at least 0, not {keep_per_flow}")
         return int(await self._run("TRIM_DEAD", repr(float(before)), keep_per_flow))
