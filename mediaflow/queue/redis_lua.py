@@ -83,6 +83,12 @@ local function has_ready(key, name)
   return undelivered(key, name) > 0
 end
 local function parked(flow) return redis.call('HEXISTS', P .. ':parked', flow) == 1 end
+-- One item of a reply (claim, reclaim): name, id, kind, payload, enqueued_at, deliveries.
+local function reply_item(out, name, e, deliveries)
+  local f = e[2]
+  out[#out + 1] = name; out[#out + 1] = e[1]; out[#out + 1] = f[2]
+  out[#out + 1] = f[4]; out[#out + 1] = f[6]; out[#out + 1] = deliveries
+end
 -- Hand every never-delivered item to ~ready, never run (count 0).
 local function undelivered_to_ready(key)
   local got = redis.call('XREADGROUP', 'GROUP', GROUP, '~ready', 'STREAMS', key, '>')
@@ -178,9 +184,7 @@ local consumer = ARGV[3]
 local out = {}
 local redelivered = 0
 local function emit(name, e, deliveries)
-  local f = e[2]
-  out[#out + 1] = name; out[#out + 1] = e[1]; out[#out + 1] = f[2]
-  out[#out + 1] = f[4]; out[#out + 1] = f[6]; out[#out + 1] = deliveries
+  reply_item(out, name, e, deliveries)
   if deliveries > 1 then redelivered = redelivered + 1 end
 end
 for i = 5, 4 + 2 * tonumber(ARGV[4]), 2 do

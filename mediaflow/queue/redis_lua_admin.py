@@ -73,9 +73,7 @@ for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
       if consumer ~= '' then target, deliveries = consumer, count + 1 end
       local e = redis.call('XCLAIM', key, GROUP, target, 0, p[1], 'RETRYCOUNT', deliveries)[1]
       if e then
-        local f = e[2]
-        out[#out + 1] = name; out[#out + 1] = e[1]; out[#out + 1] = f[2]
-        out[#out + 1] = f[4]; out[#out + 1] = f[6]; out[#out + 1] = deliveries
+        reply_item(out, name, e, deliveries)
         if consumer ~= '' then redelivered = redelivered + 1 end
       end
     end

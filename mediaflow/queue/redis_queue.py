@@ -35,10 +35,10 @@ from mediaflow.queue.contract import (
     StreamKey,
     WorkItem,
 )
+from mediaflow.queue.records import dead_record, dumps, per_flow
 from mediaflow.queue.redis_live import read_live_digests
 from mediaflow.queue.redis_rows import (
     dead_letter_of,
-    dumps,
     entry_id,
     ids_args,
     items_of,
@@ -67,6 +67,7 @@ class RedisQueue:
 
     def __init__(self, url: str, *, prefix: str = "mediaflow") -> None:
         try:
+            import redis
             import redis.asyncio
         except ImportError as exc:  # the ``redis`` extra
             raise QueueError(
@@ -74,6 +75,7 @@ class RedisQueue:
             ) from exc
         self.url = url
         self.prefix = prefix
+        self._errors = redis.RedisError  # what a call may raise: QueueUnavailable here
         self._client = redis.asyncio.Redis.from_url(url, decode_responses=False)
         self._scripts = {
             name: self._client.register_script(
@@ -94,22 +96,18 @@ class RedisQueue:
         """Run one of :mod:`.redis_lua`'s scripts with the prefix and the time."""
         if self._closed:
             raise QueueError(f"redis queue {redact(self.url)} is closed")
-        import redis.exceptions
-
         at = time.time() if now is None else now
         try:
             return await self._scripts[script](args=[self.prefix, repr(at), *args])
-        except redis.exceptions.RedisError as exc:
+        except self._errors as exc:
             raise QueueUnavailable(f"redis {redact(self.url)}: {exc}") from exc
 
     async def _call(self, *command: Any) -> Any:
         if self._closed:
             raise QueueError(f"redis queue {redact(self.url)} is closed")
-        import redis.exceptions
-
         try:
             return await self._client.execute_command(*command)  # type: ignore[no-untyped-call]
-        except redis.exceptions.RedisError as exc:
+        except self._errors as exc:
             raise QueueUnavailable(f"redis {redact(self.url)}: {exc}") from exc
 
     def key(self, *parts: str) -> str:
@@ -269,18 +267,7 @@ class RedisQueue:
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
         """See :meth:`WorkQueue.dead_letter`."""
-        record = dumps(
-            {
-                "entry_id": item.entry_id,
-                "flow": item.stream.flow,
-                "node": item.stream.node,
-                "kind": item.kind,
-                "payload": dict(item.payload),
-                "seq": item.seq,
-                "deliveries": item.deliveries,
-                "enqueued_at": item.enqueued_at,
-            }
-        )
+        record = dead_record(item)
         parsed = split_entry_id(item.entry_id) or (stream_name(item.stream), f"{item.seq}-0")
         await self._run("DEAD_LETTER", *parsed, item.stream.flow, record, reason)
 
@@ -319,10 +306,7 @@ class RedisQueue:
 
     async def backlog_flows(self) -> dict[str, int]:
         """See :meth:`WorkQueue.backlog_flows`."""
-        flows: dict[str, int] = {}
-        for stream, waiting in (await self.backlog()).items():
-            flows[stream.flow] = flows.get(stream.flow, 0) + waiting.total
-        return flows
+        return per_flow(await self.backlog())
 
     async def park(self, flow: str) -> None:
         """See :meth:`WorkQueue.park` (cancels any steps left)."""

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediaflow.queue.contract import DeadLetter, StreamKey, WorkItem
-
-dumps: Final = json.JSONEncoder(separators=(",", ":")).encode
-"""Compact JSON, as the SQLite backend writes it."""
+from mediaflow.queue.records import dumps, item_of_record
 
 
 def stream_name(stream: StreamKey) -> str:
@@ -101,15 +99,7 @@ def latest_args(latest: Mapping[tuple[str, str, str], Any] | None) -> list[str]:
 
 
 def dead_letter_of(fields: Mapping[Any, Any]) -> DeadLetter:
-    record = json.loads(fields[b"r"])
-    stream = StreamKey(record["flow"], record["node"])
-    item = WorkItem(
-        record["entry_id"],
-        stream,
-        record["kind"],
-        record["payload"],
-        record["seq"],
-        record["deliveries"],
-        record["enqueued_at"],
+    """A dead letter from its stream entry's fields (``r`` record, ``why``, ``at``)."""
+    return DeadLetter(
+        item_of_record(fields[b"r"]), text(fields[b"why"]), float(text(fields[b"at"]))
     )
-    return DeadLetter(item, text(fields[b"why"]), float(text(fields[b"at"])))

@@ -36,10 +36,11 @@ from mediaflow.queue.contract import (
     StreamKey,
     WorkItem,
 )
+from mediaflow.queue.records import dead_record, dumps, per_flow
 from mediaflow.queue.sqlite_db import SqliteDb, SyncMode
 from mediaflow.queue.sqlite_lifecycle import TRIM_CHUNK as TRIM_CHUNK
 from mediaflow.queue.sqlite_live import live_digests
-from mediaflow.queue.sqlite_rows import dumps, id_ranges, latest_rows, parse_ids, run_rows
+from mediaflow.queue.sqlite_rows import id_ranges, latest_rows, parse_ids, run_rows
 from mediaflow.queue.sqlite_tx import Transactions
 
 DB_FILENAME: Final = "queue.sqlite3"
@@ -271,18 +272,7 @@ class SqliteQueue:
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
         """See :meth:`WorkQueue.dead_letter`. ``item`` is recorded as given, even if
         it was acked meanwhile: the caller decided it is dead."""
-        record = dumps(
-            {
-                "entry_id": item.entry_id,
-                "flow": item.stream.flow,
-                "node": item.stream.node,
-                "kind": item.kind,
-                "payload": dict(item.payload),
-                "seq": item.seq,
-                "deliveries": item.deliveries,
-                "enqueued_at": item.enqueued_at,
-            }
-        )
+        record = dead_record(item)
         ranges = id_ranges([item.entry_id])
         flow = item.stream.flow
         await self._db.run(self._tx.dead_letter, ranges, flow, record, reason, time.time())
@@ -309,10 +299,7 @@ class SqliteQueue:
 
     async def backlog_flows(self) -> dict[str, int]:
         """See :meth:`WorkQueue.backlog_flows`; flows with nothing unacked are omitted."""
-        flows: dict[str, int] = {}
-        for stream, waiting in (await self.backlog()).items():
-            flows[stream.flow] = flows.get(stream.flow, 0) + waiting.total
-        return flows
+        return per_flow(await self.backlog())
 
     async def park(self, flow: str) -> None:
         """See :meth:`WorkQueue.park`. Parking a flow cancels any steps it had left."""

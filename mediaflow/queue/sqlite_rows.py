@@ -19,11 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
 from mediaflow.queue.contract import EmissionRun
-
-dumps: Final = json.JSONEncoder(separators=(",", ":")).encode
-"""Compact JSON, as stored; one prebuilt encoder (``json.dumps`` with options
-builds one per call). Like ``json.dumps`` it writes NaN and infinities as the
-non-standard ``NaN`` / ``Infinity``, which :func:`json.loads` reads back."""
+from mediaflow.queue.records import dumps
 
 _dumps_strict: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 """Compact JSON that SQLite's JSON functions can parse (no NaN, no infinities)."""

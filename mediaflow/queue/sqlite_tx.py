@@ -32,6 +32,7 @@ from mediaflow.queue.contract import (
     StreamKey,
     WorkItem,
 )
+from mediaflow.queue.records import item_of_record
 from mediaflow.queue.sqlite_db import SqliteDb
 from mediaflow.queue.sqlite_rows import IdRange, RunRow
 
@@ -342,21 +343,7 @@ class Transactions:
             rows = cur.execute(sql.DEAD_ALL, (limit,)).fetchall()
         else:
             rows = cur.execute(sql.DEAD_OF_FLOW, (flow, limit)).fetchall()
-        letters = []
-        for record, reason, dead_at in rows:
-            d = json.loads(record)
-            stream = StreamKey(d["flow"], d["node"])
-            item = WorkItem(
-                d["entry_id"],
-                stream,
-                d["kind"],
-                d["payload"],
-                d["seq"],
-                d["deliveries"],
-                d["enqueued_at"],
-            )
-            letters.append(DeadLetter(item, reason, dead_at))
-        return letters
+        return [DeadLetter(item_of_record(record), reason, at) for record, reason, at in rows]
 
     # -- looking at the queue ------------------------------------------------
 
