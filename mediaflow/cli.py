@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mediaflow import cli_demo, cli_devices, cli_gc, cli_run, cli_serve, cli_trace
+from mediaflow import cli_demo, cli_devices, cli_flows, cli_gc, cli_run, cli_serve, cli_trace
 from mediaflow.cli_args import add_data_option, seconds
 
 
@@ -46,13 +46,41 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help='write one line per emitted value to stdout: {"node", "port", "value"}',
     )
+    run.add_argument(
+        "--watch",
+        action="store_true",
+        help="reload the flow file when it changes (SIGHUP always reloads it): queued work "
+        "goes to the new nodes, unchanged sources keep running",
+    )
     cli_serve.add_server_options(run, port_default=None)
     add_data_option(run)
+    worker = sub.add_parser(
+        "worker",
+        help="join a running flow as one more executor (no sources; SIGTERM finishes "
+        "what it holds)",
+        description="Run the flow's nodes on work its `mediaflow run` enqueues, beside "
+        "it, on this machine or another that reaches the same queue (MEDIAFLOW_QUEUE) "
+        "and store (MEDIAFLOW_STORE). Ordered nodes' streams are shared through leases; "
+        "SIGTERM or SIGINT finishes what this worker holds and stops claiming; work of a "
+        "killed worker is taken over within MEDIAFLOW_LEASE_MS.",
+        parents=[common],
+    )
+    worker.add_argument("flow", type=Path, help="the flow file (TOML), as the run has it")
+    worker.add_argument(
+        "--for", dest="for_s", type=seconds, metavar="S", help="stop after S seconds"
+    )
+    worker.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="write one line per emitted value to stdout, and a summary line at the end",
+    )
+    add_data_option(worker)
     cli_serve.add_parser(sub, parents=[common])
     cli_devices.add_parser(sub, parents=[common])
     cli_demo.add_parser(sub, parents=[common])
     cli_gc.add_parser(sub, parents=[common])
     cli_trace.add_parser(sub, parents=[common])
+    cli_flows.add_parser(sub, parents=[common])
     return parser
 
 
@@ -83,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cli_run.run(run_options(args))
+        if args.command == "worker":
+            return cli_run.run(worker_options(args))
         if args.command == cli_serve.COMMAND:
             return cli_serve.run(args)
         if args.command == cli_devices.COMMAND:
@@ -93,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_gc.run(args)
         if args.command == cli_trace.COMMAND:
             return cli_trace.run(args)
+        if args.command == cli_flows.COMMAND:
+            return cli_flows.run(args)
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command!r}")
@@ -109,6 +141,14 @@ def run_options(args: argparse.Namespace) -> cli_run.RunOptions:
         jsonl=args.jsonl,
         host=args.host,
         port=args.port,
+        watch=args.watch,
+    )
+
+
+def worker_options(args: argparse.Namespace) -> cli_run.RunOptions:
+    """The ``worker`` command's parsed arguments as :class:`~mediaflow.cli_run.RunOptions`."""
+    return cli_run.RunOptions(
+        flow=args.flow, data_dir=args.data, for_s=args.for_s, jsonl=args.jsonl, worker=True
     )
 
 

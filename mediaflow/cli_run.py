@@ -4,8 +4,9 @@
 flow, starts the session, the periodic sweep and (with a port) the server,
 logs the events worth a line on stderr, waits for ``--for``, ``--until-idle``
 or a signal, and stops everything in reverse order. ``mediaflow run`` (in
-:mod:`mediaflow.cli`) and ``mediaflow demo`` both call it; the parser wiring
-stays with them.
+:mod:`mediaflow.cli`), ``mediaflow demo`` and ``mediaflow worker`` (a
+``worker`` session: no sources, no sweep, no server) call it; the parser
+wiring stays with them.
 
 Exit codes: 0 done, 1 a runtime failure (a backend, a node's setup), 2 a
 flow-file or setting error (nothing was started).
@@ -14,6 +15,7 @@ flow-file or setting error (nothing was started).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mediaflow import cli_gc, cli_serve, eventloop
-from mediaflow.config import ConfigError, EngineSettings, default_data_dir
+from mediaflow.cli_reload import serve_reloads
+from mediaflow.config import ConfigError, EngineSettings, StoreSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
@@ -48,6 +51,7 @@ LOGGED_EVENTS = {
     "source_started": logging.INFO,
     "source_ended": logging.INFO,
     "run_started": logging.INFO,
+    "worker_started": logging.INFO,
 }
 
 
@@ -67,6 +71,10 @@ class RunOptions:
     jsonl: bool = False
     host: str = "127.0.0.1"
     port: int | None = None
+    worker: bool = False
+    """Join the flow's run as one more executor (``mediaflow worker``)."""
+    watch: bool = False
+    """Reload the flow file when it changes (SIGHUP reloads it in any case)."""
 
 
 def run(options: RunOptions) -> int:
@@ -90,6 +98,7 @@ async def run_flow(options: RunOptions) -> int:
         queue_target(queue_url, data_dir)  # refuse an unsupported setting before starting
         spec = load_flow(options.flow)
         settings = EngineSettings.from_env()
+        StoreSettings.from_env()  # refuse a bad MEDIAFLOW_STORE before starting
         gc_settings = GcSettings.from_env()
     except (FlowError, ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
@@ -102,6 +111,7 @@ async def run_flow(options: RunOptions) -> int:
         settings=settings,
         bus=bus,
         jsonl=sys.stdout if options.jsonl else None,
+        worker=options.worker,
     )
     logger = asyncio.create_task(log_events(bus))
     refused = await _start(session)
@@ -109,7 +119,10 @@ async def run_flow(options: RunOptions) -> int:
         print(f"mediaflow: {refused}", file=sys.stderr)
         return 1
     try:
-        sweeping = cli_gc.start_periodic(data_dir, queue_url, bus, gc_settings)
+        # Garbage collection is the run's job, on the machine of its store.
+        sweeping = (
+            None if options.worker else cli_gc.start_periodic(data_dir, queue_url, bus, gc_settings)
+        )
     except QueueError as exc:
         await session.stop("error")
         print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)
@@ -130,13 +143,17 @@ async def run_flow(options: RunOptions) -> int:
             )
             return 1
     log.info(
-        "running flow %r (%d nodes, run %s) with data in %s",
+        "%s flow %r (%d nodes, %s) with data in %s",
+        "working on" if options.worker else "running",
         spec.name,
         len(spec.nodes),
-        session.run_id,
+        session.run_id if options.worker else f"run {session.run_id}",
         data_dir,
     )
+    reloads = asyncio.create_task(serve_reloads(session, options.flow, watch=options.watch))
     reason = await _wait_for_end(session, options)
+    reloads.cancel()
+    await asyncio.gather(reloads, return_exceptions=True)
     if served is not None:
         await served.close()
     if sweeping is not None:
@@ -144,6 +161,9 @@ async def run_flow(options: RunOptions) -> int:
     outcome = await session.stop(reason)
     logger.cancel()
     summarise(outcome)
+    if options.worker and options.jsonl:
+        # One machine-readable line for scripts and tests: what this executor ran.
+        print(json.dumps({"worker": outcome.run_id, "items": outcome.items}), flush=True)
     return 0
 
 
@@ -188,8 +208,8 @@ async def log_events(bus: EventBus) -> None:
 def summarise(outcome: RunOutcome) -> None:
     """One INFO line saying how the run ended, how much it did and whether it resumed."""
     log.info(
-        "run %s %s: %d items in %.1f s%s",
-        outcome.run_id,
+        "%s %s: %d items in %.1f s%s",
+        outcome.run_id if outcome.run_id.startswith("worker:") else f"run {outcome.run_id}",
         {"idle": "finished", "time": "stopped on time", "signal": "interrupted"}.get(
             outcome.reason, outcome.reason
         ),

@@ -2,7 +2,9 @@
 
 Every command takes ``--data DIR``; without it ``MEDIAFLOW_DATA`` is used, and
 without that a per-user directory (``$XDG_DATA_HOME/mediaflow`` or
-``~/.local/share/mediaflow``).
+``~/.local/share/mediaflow``). ``MEDIAFLOW_STORE`` may point the artifact store
+at a service on another machine, the data directory then only caching it
+(:class:`StoreSettings`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 class ConfigError(ValueError):
@@ -23,6 +26,57 @@ def default_data_dir() -> Path:
     xdg = os.environ.get("XDG_DATA_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
     return base / "mediaflow"
+
+
+STORE_SETTINGS = (
+    "unset, empty or 'local' (the store in the data directory), or the URL of an"
+    " artifact service ('http://host:port' or 'https://host[:port]', optionally with a"
+    " path prefix)"
+)
+"""What ``MEDIAFLOW_STORE`` may be, for messages."""
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where artifacts are stored (:func:`mediaflow.store.open_store` reads them).
+
+    ``url``: None for the store in the data directory; else the base URL of an
+    artifact service (``mediaflow serve`` on another machine) and the data
+    directory only caches it (``MEDIAFLOW_STORE``). ``token``: sent to the
+    service as ``Authorization: Bearer`` (``MEDIAFLOW_TOKEN``, the service's own).
+    """
+
+    url: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_env(cls) -> StoreSettings:
+        """Raises :class:`ConfigError` naming ``MEDIAFLOW_STORE`` for a value it cannot use."""
+        return cls(
+            url=store_url(os.environ.get("MEDIAFLOW_STORE")),
+            token=os.environ.get("MEDIAFLOW_TOKEN") or None,
+        )
+
+
+def store_url(raw: str | None, *, name: str = "MEDIAFLOW_STORE") -> str | None:
+    """The service URL a store setting names, normalised (no trailing ``/``), or None
+    for the local store. Pure. Raises :class:`ConfigError` naming ``name`` otherwise."""
+    setting = (raw or "").strip()
+    if setting in ("", "local"):
+        return None
+    parts = urlsplit(setting)
+    try:
+        _ = parts.port  # parsing it is the check: a bad port raises ValueError
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} has a bad port; expected {STORE_SETTINGS}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{name}={raw!r} is not a store: expected {STORE_SETTINGS}")
+    if parts.username is not None or parts.query or parts.fragment:
+        raise ConfigError(
+            f"{name}={raw!r}: give the service's base URL without credentials, query or"
+            " fragment (the token goes in MEDIAFLOW_TOKEN)"
+        )
+    return f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}"
 
 
 def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:

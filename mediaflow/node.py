@@ -160,6 +160,16 @@ class Node:
 
     inputs: ClassVar[Mapping[str, str]] = {}
     outputs: ClassVar[Mapping[str, str]] = {}
+    guarded: ClassVar[frozenset[str]] = frozenset()
+    """Output ports whose values go stale when this source restarts (a timer's
+    firings): each emission carries the source's generation, and a reader's
+    item from an earlier generation (a restarted or re-configured source) is
+    dropped, not run (a ``stale_dropped`` event)."""
+    ordered: ClassVar[bool] = True
+    """Items reach ``run`` in the order they were emitted, on one executor at a
+    time (the stream is leased). ``False`` for a node whose items are
+    independent (a pure, CPU-bound transform): every executor of the flow
+    claims its stream at once, which is how ``mediaflow worker`` speeds it up."""
 
     async def setup(self, ctx: Context) -> None:
         """Called once before the first ``run``; open models or devices here."""

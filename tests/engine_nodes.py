@@ -158,3 +158,56 @@ def read_deliveries(path: Path) -> list[tuple[int, int, bool]]:
 
 def dump(obj: object) -> str:
     return json.dumps(obj)
+
+
+class ProcessLog(Node):
+    """Logs each chunk as ``pid node seq deliveries`` to ``log_file`` (appended by
+    every executor of the flow: lines of one write each, so they never mix) and
+    sleeps ``delay_s``: an ordered consumer whose work tells which process ran it."""
+
+    inputs: ClassVar[Mapping[str, str]] = {"chunk": "json"}
+
+    def __init__(self, log_file: str, delay_s: float = 0.0) -> None:
+        self.log_file = log_file
+        self.delay_s = delay_s
+        self._fd = -1
+
+    async def setup(self, ctx: Context) -> None:
+        self._fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    async def run(self, ctx: Context) -> None:
+        assert ctx.item is not None
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        seq = ctx.inputs["chunk"]["seq"]
+        os.write(self._fd, f"{os.getpid()} {ctx.node} {seq} {ctx.item.deliveries}\n".encode())
+
+    async def teardown(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+
+
+class UnorderedProcessLog(ProcessLog):
+    """:class:`ProcessLog` for a node whose items are independent: every executor
+    claims its stream at once (no lease)."""
+
+    ordered: ClassVar[bool] = False
+
+
+class TickLog(Node):
+    """Records each timer firing it runs as ``(n, every_s)`` and sleeps ``delay_s``:
+    a reader slower than the timer, so firings queue up."""
+
+    inputs: ClassVar[Mapping[str, str]] = {"tick": "json"}
+    seen: ClassVar[list[tuple[int, float]]] = []
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+
+    async def setup(self, ctx: Context) -> None:
+        TickLog.seen = []
+
+    async def run(self, ctx: Context) -> None:
+        tick = ctx.inputs["tick"]
+        TickLog.seen.append((tick["n"], tick["every_s"]))
+        await asyncio.sleep(self.delay_s)

@@ -25,7 +25,7 @@ from mediaflow.engine.commands import (
     JournalCommand,
     WakeClaimerCommand,
 )
-from mediaflow.engine.state import ClaimInFlight, EngineState, room
+from mediaflow.engine.state import ClaimInFlight, EngineState, may_claim, room
 from mediaflow.queue.contract import StreamKey
 
 Result = tuple[EngineState, list[Command]]
@@ -35,7 +35,8 @@ def on_claim_due(state: EngineState, poll: bool) -> Result:
     """How many more items each stream may claim from disk: room in its line.
 
     A caught-up stream receives its work at enqueue, so it is left out unless
-    ``poll`` (looking for work other processes enqueued). Claims go in batches
+    ``poll`` (looking for work other processes enqueued); so is a stream of an
+    ordered node this process holds no lease on. Claims go in batches
     (each is a transaction): a busy node asks again only once a quarter of its
     line is free. A source stream holds at most its one long-lived item.
     Nothing is claimed once stopping, nor while a claim is in flight.
@@ -45,7 +46,7 @@ def on_claim_due(state: EngineState, poll: bool) -> Result:
     low_water = max(1, state.limits.node_buffer // 4)
     asked: dict[StreamKey, tuple[int, int]] = {}
     for stream, node in state.nodes.items():
-        if stream in state.caught_up and not poll:
+        if (stream in state.caught_up and not poll) or not may_claim(state, stream):
             continue
         mark = state.behind_marks.get(stream, 0)
         if node.is_source:
@@ -85,6 +86,6 @@ def on_commit_due(state: EngineState, counts: Mapping[StreamKey, int]) -> Result
 def _claimable_at_enqueue(state: EngineState, stream: StreamKey) -> int:
     if stream not in state.caught_up or stream.flow in state.paused or state.stopping:
         return 0
-    if stream not in state.nodes:
+    if stream not in state.nodes or not may_claim(state, stream):
         return 0
     return max(0, room(state, stream))

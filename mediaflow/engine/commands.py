@@ -1,8 +1,9 @@
 """Commands: what the reducer asks the runner to do, as frozen values.
 
-Two are answers the asking hand-off performs itself: ``ClaimCommand`` (the
-claimer's :class:`~.ticks.ClaimDueTick`) and ``JournalCommand`` (the group
-commit's :class:`~.ticks.CommitDueTick`). The runner applies every other one.
+Three are answers the asking hand-off performs itself: ``ClaimCommand`` (the
+claimer's :class:`~.ticks.ClaimDueTick`), ``JournalCommand`` (the group
+commit's :class:`~.ticks.CommitDueTick`) and ``LeaseCommand`` (the lease
+round's :class:`~.ticks.LeaseDueTick`). The runner applies every other one.
 """
 
 from __future__ import annotations
@@ -102,6 +103,18 @@ class PublishEventCommand:
     type: Literal["publish"] = "publish"
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseCommand:
+    """Renew the leases on ``hold``, try to take ``acquire``, give up ``release``
+    (after committing what is buffered: the next holder must not run again
+    what this process finished)."""
+
+    hold: tuple[StreamKey, ...]
+    acquire: tuple[StreamKey, ...] = ()
+    release: tuple[StreamKey, ...] = ()
+    type: Literal["lease"] = "lease"
+
+
 Command: TypeAlias = (
     StartNodeCommand
     | RecallCommand
@@ -112,5 +125,6 @@ Command: TypeAlias = (
     | WakeClaimerCommand
     | ClaimCommand
     | JournalCommand
+    | LeaseCommand
     | PublishEventCommand
 )

@@ -35,7 +35,8 @@ DAY_S: Final = 86400.0
 
 class FlowEnv:
     """What the contexts of one flow run share. ``run_id`` is set once the run
-    is recorded; ``is_stopping`` answers whether the run is shutting down."""
+    is recorded; ``is_stopping(node)`` answers whether the run is shutting down
+    or that node was told to end (a disabled flow's source, a reloaded one)."""
 
     __slots__ = (
         "bus",
@@ -57,7 +58,7 @@ class FlowEnv:
         store: ArtifactStore,
         pins: Pins,
         bus: EventBus,
-        is_stopping: Callable[[], bool],
+        is_stopping: Callable[[str], bool],
     ) -> None:
         self.spec = spec
         self.flow = spec.name
@@ -67,6 +68,11 @@ class FlowEnv:
         self.bus = bus
         self.is_stopping = is_stopping
         self.run_id: str | None = None
+        self.loggers = {node: logging.getLogger(f"mediaflow.node.{node}") for node in spec.nodes}
+
+    def rewire(self, spec: FlowSpec) -> None:
+        """The flow's nodes changed (a reload)."""
+        self.spec = spec
         self.loggers = {node: logging.getLogger(f"mediaflow.node.{node}") for node in spec.nodes}
 
 
@@ -199,7 +205,7 @@ class RunContext:
         self._env.bus.publish(event_type, {"flow": self.flow, "node": self.node, **cause, **data})
 
     def stopping(self) -> bool:
-        return self._env.is_stopping()
+        return self._env.is_stopping(self.node)
 
     def is_wired(self, port: str) -> bool:
         """Whether this node's input ``port`` is wired in the flow (optional inputs)."""

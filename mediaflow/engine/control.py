@@ -3,6 +3,9 @@
 * pause/step: a paused flow starts nothing until resumed, except one item per
   step; its running batches are recalled after their current item; sources
   keep running so nothing is lost while paused;
+* disable/enable: a disabled flow is paused and its sources are told to end
+  (``ctx.stopping()``); a source that returns hands its item back, so enabling
+  claims it again and the source resumes where it was;
 * stop: nothing new starts, what waits in memory goes back to the queue and
   running batches end after their current item;
 * backlog: a total that grows over ``degraded_samples`` samples raises
@@ -24,7 +27,7 @@ from mediaflow.engine.commands import (
     WakeClaimerCommand,
 )
 from mediaflow.engine.state import EngineState, NodeState
-from mediaflow.engine.ticks import BacklogSampledTick
+from mediaflow.engine.ticks import BacklogSampledTick, ReshapeTick
 from mediaflow.queue.contract import StreamKey
 
 Result = tuple[EngineState, list[Command]]
@@ -61,6 +64,104 @@ def on_step(state: EngineState, flow: str) -> Result:
         return state, []
     steps = {**state.steps, flow: state.steps.get(flow, 0) + 1}
     return replace(state, steps=steps), [WakeClaimerCommand()]
+
+
+def on_disable(state: EngineState, flow: str) -> Result:
+    """Pause ``flow`` and halt its sources: one that runs ends when it next looks
+    at ``ctx.stopping()``, one waiting in memory goes back to the queue now."""
+    if flow in state.disabled:
+        return state, []
+    state, commands = on_pause(state, flow) if flow not in state.paused else (state, [])
+    sources = frozenset(s for s, n in state.nodes.items() if n.is_source and s.flow == flow)
+    nodes = dict(state.nodes)
+    released: list[str] = []
+    for stream in sources:
+        released.extend(item.entry_id for item in nodes[stream].waiting)
+        nodes[stream] = replace(nodes[stream], waiting=(), retry_at=None)
+    if released:
+        commands.append(ReleaseCommand(tuple(released), started=False))
+    commands.append(PublishEventCommand("flow_disabled", {"flow": flow}))
+    disabled = replace(
+        state,
+        nodes=nodes,
+        disabled=state.disabled | {flow},
+        halted=state.halted | sources,
+        caught_up=state.caught_up - sources,
+    )
+    return disabled, commands
+
+
+def on_enable(state: EngineState, flow: str) -> Result:
+    """Undo :func:`on_disable`; the caller resumes the flow (:func:`on_resume`)
+    and the claimer fetches the sources' items again."""
+    if flow not in state.disabled:
+        return state, []
+    halted = frozenset(s for s in state.halted if s.flow != flow)
+    enabled = replace(state, disabled=state.disabled - {flow}, halted=halted)
+    enabled = mark_behind(enabled, state.halted - halted)
+    return enabled, [
+        PublishEventCommand("flow_enabled", {"flow": flow}),
+        WakeClaimerCommand(),
+    ]
+
+
+def on_halt(state: EngineState, streams: frozenset[StreamKey]) -> Result:
+    """Tell the sources of ``streams`` to end (:class:`~.ticks.HaltTick`)."""
+    sources = frozenset(s for s in streams if s in state.nodes and state.nodes[s].is_source)
+    nodes = dict(state.nodes)
+    released: list[str] = []
+    for stream in sources:
+        released.extend(item.entry_id for item in nodes[stream].waiting)
+        nodes[stream] = replace(nodes[stream], waiting=(), retry_at=None)
+    commands: list[Command] = []
+    if released:
+        commands.append(ReleaseCommand(tuple(released), started=False))
+    halted = replace(
+        state, nodes=nodes, halted=state.halted | sources, caught_up=state.caught_up - sources
+    )
+    return halted, commands
+
+
+def on_reshape(state: EngineState, tick: ReshapeTick) -> Result:
+    """The flow's nodes changed (a reload; their tasks have finished): new and
+    rebuilt streams start empty and behind, the lines of rebuilt and removed
+    ones go back to the queue, a rebuilt halted source may start again."""
+    streams = frozenset(tick.streams)
+    nodes: dict[StreamKey, NodeState] = {}
+    released: list[str] = []
+    for stream in tick.streams:
+        before = state.nodes.get(stream)
+        if before is not None and stream not in tick.rebuilt:
+            nodes[stream] = before
+            continue
+        if before is not None:
+            released.extend(item.entry_id for item in before.waiting)
+        nodes[stream] = NodeState(is_source=stream in tick.sources)
+    for stream, before in state.nodes.items():
+        if stream not in streams:
+            released.extend(item.entry_id for item in before.waiting)
+    fresh = frozenset(s for s in tick.streams if s not in state.nodes) | tick.rebuilt
+    kept = streams - fresh
+    ordered = tick.ordered - tick.sources
+    reshaped = replace(
+        state,
+        nodes=nodes,
+        ordered=ordered,
+        leased=state.leased & ordered,
+        draining=state.draining & ordered,
+        caught_up=state.caught_up & kept,
+        careful=state.careful & kept,
+        behind_marks={s: n for s, n in state.behind_marks.items() if s in streams},
+        reserved={s: n for s, n in state.reserved.items() if s in kept},
+        halted=(state.halted & kept) - tick.rebuilt,
+        rates=dict(tick.rates),
+        gates={s: t for s, t in state.gates.items() if s in kept},
+    )
+    commands: list[Command] = []
+    if released:
+        commands.append(ReleaseCommand(tuple(released), started=False))
+    commands.append(WakeClaimerCommand())
+    return reshaped, commands
 
 
 def on_stop(state: EngineState) -> Result:

@@ -18,16 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 from mediaflow.engine.commands import StartNodeCommand
 from mediaflow.engine.context import FlowEnv, RunContext
+from mediaflow.engine.journal import GUARD_KEY
 from mediaflow.engine.stats import LatencyWindow
 from mediaflow.engine.ticks import NodeFinishedTick
 from mediaflow.media import decode_value
 from mediaflow.node import Node
-from mediaflow.queue.contract import StreamKey, WorkItem
+from mediaflow.queue.contract import QueueError, StreamKey, WorkItem
 from mediaflow.store import use_store
 
 log = logging.getLogger("mediaflow.engine")
@@ -76,6 +78,27 @@ class NodeExecutor:
     def recall(self, stream: StreamKey) -> None:
         self._recalled.add(stream)
 
+    def rewire(self) -> None:
+        """The flow's nodes changed (a reload): which of them are sources."""
+        self._sources = {StreamKey(self._env.flow, n.id) for n in self._env.spec.sources()}
+
+    async def settle(self, halted: frozenset[StreamKey], grace_s: float) -> None:
+        """Wait for every node task but the sources not in ``halted`` to end (the
+        reducer recalled them: each ends after its current item); a halted
+        source not done within ``grace_s`` is cancelled."""
+        tasks = {
+            stream: task
+            for stream, task in self._tasks.items()
+            if not task.done() and (stream not in self._sources or stream in halted)
+        }
+        sources = [task for stream, task in tasks.items() if stream in halted]
+        if sources:
+            _, late = await asyncio.wait(sources, timeout=grace_s)
+            for task in late:
+                task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+
     def tasks(self, *, sources: bool) -> list[asyncio.Task[None]]:
         """The unfinished tasks of source nodes, or of the others."""
         return [
@@ -107,8 +130,13 @@ class NodeExecutor:
         try:
             if command.commit_first:
                 try:
-                    await self._commit()
-                except Exception as exc:  # the queue failed: retried like a failed run
+                    try:
+                        await self._commit()
+                    except QueueError:
+                        # The queue is away: not the node's failure, so it costs no
+                        # attempt; wait for the commit loop to get the acks through.
+                        await self._env.journal.flush_when_available()
+                except Exception as exc:  # any other failure: retried like a failed run
                     return 0, f"could not commit earlier acks first: {exc}"
             for index, item in enumerate(items):
                 if index:
@@ -117,7 +145,12 @@ class NodeExecutor:
                     if index % self._yield_every == 0:
                         await asyncio.sleep(0)
                 payload = item.payload
-                inputs = {payload["port"]: decode_value(payload["value"])}
+                value = payload["value"]
+                if type(value) is dict and GUARD_KEY in value:
+                    if self._stale(node_id, item, value[GUARD_KEY]):
+                        continue  # done: acked with the batch, never run
+                    value = value["value"]
+                inputs = {payload["port"]: decode_value(value)}
                 ctx = RunContext(env, node_id, inputs, item, item.seq)
                 record_latency(node_id, time.time() - payload["at"])
                 self.finished_items += 1
@@ -138,6 +171,20 @@ class NodeExecutor:
             return index, None
         return len(items), None
 
+    def _stale(self, node_id: str, item: WorkItem, guard: str) -> bool:
+        """Whether ``item`` came from an earlier generation of its source (which
+        restarted since); such an item is reported and dropped. Unknown here (the
+        source runs in another process): not stale."""
+        source = item.payload["src"].partition(".")[0]
+        current = self._env.journal.guards.get(source)
+        if current is None or current == guard:
+            return False
+        self._env.bus.publish(
+            "stale_dropped",
+            {"flow": self._env.flow, "node": node_id, "source": source, "seq": item.seq},
+        )
+        return True
+
     async def _run_source(
         self, node_id: str, node: Node, item: WorkItem, attempt: int
     ) -> tuple[int, str | None]:
@@ -148,12 +195,14 @@ class NodeExecutor:
             "source_started", {"flow": flow, "node": node_id, "redelivery": item.redelivery}
         )
         ctx = RunContext(env, node_id, {}, item)
+        if node.guarded:
+            env.journal.guards[node_id] = uuid.uuid4().hex[:16]  # a new generation
         error: str | None = None
         self.finished_items += 1
         try:
             await node.run(ctx)
         except asyncio.CancelledError:
-            if not env.is_stopping():
+            if not env.is_stopping(node_id):
                 error = "cancelled while stopping"
         except Exception as exc:
             error = _failed(node_id, item, attempt, exc)

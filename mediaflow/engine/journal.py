@@ -10,8 +10,11 @@ new emissions of each stream are claimed for this process in that same
 transaction is the reducer's decision, asked through :class:`CommitScheduler`;
 readers receive a value only once the commit carrying it has landed.
 
-Bounded: at most :data:`OUTBOX_LIMIT` emissions wait for a commit; an emitter
-that fills the outbox waits for the commit (*block the producer*).
+Bounded: at most :data:`OUTBOX_LIMIT` emissions wait for a commit (besides
+those of the one commit in flight); an emitter that fills the outbox waits for
+the commit (*block the producer*), for as long as the queue is unavailable if
+need be: the commit loop retries the buffered work with its backoff, and
+nothing buffered is dropped.
 """
 
 from __future__ import annotations
@@ -26,10 +29,14 @@ from mediaflow.engine.events import LatestThrottle
 from mediaflow.engine.pins import Held, Pin, Pins
 from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, check_port_value, encode_value, present_value
-from mediaflow.queue.contract import EmissionRun, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue.contract import EmissionRun, QueueError, StreamKey, WorkItem, WorkQueue
 
 OUTBOX_LIMIT: Final = 1024
 """Emissions a group commit holds at most; an emitter that fills it waits."""
+GUARD_KEY: Final = "$guard"
+"""An emission of a guarded port travels as ``{"$guard": generation, "value": v}``:
+a reader drops it if the source that emitted it was restarted since (see
+:attr:`mediaflow.node.Node.guarded`)."""
 
 LatestKey = tuple[str, str, str]  # (flow, node, port)
 
@@ -53,16 +60,24 @@ class _Port:
     and input port), its ``node.port`` name, its key among the latest values and
     how many values it emitted in this run. Made once per port."""
 
-    __slots__ = ("emitted", "kind", "latest_key", "route", "src")
+    __slots__ = ("emitted", "guarded", "kind", "latest_key", "node", "route", "src")
 
     def __init__(
-        self, flow: str, node: str, port: str, kind: str, route: list[tuple[StreamKey, str]]
+        self,
+        flow: str,
+        node: str,
+        port: str,
+        kind: str,
+        route: list[tuple[StreamKey, str]],
+        guarded: bool = False,
     ) -> None:
         self.kind = kind
         self.route = route
+        self.node = node
         self.src = f"{node}.{port}"
         self.latest_key: LatestKey = (flow, node, port)
         self.emitted = 0
+        self.guarded = guarded
 
 
 class _Run:
@@ -105,15 +120,11 @@ class Journal:
         self._pins = pins
         self._latest_events = latest_events
         self._jsonl = jsonl
-        routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
-        for edge in spec.edges:
-            route = routes.setdefault((edge.source.node, edge.source.port), [])
-            route.append((StreamKey(spec.name, edge.target.node), edge.target.port))
-        self._ports = {
-            (node_id, port): _Port(spec.name, node_id, port, kind, routes.get((node_id, port), []))
-            for node_id, node in spec.nodes.items()
-            for port, kind in node.output_kinds.items()
-        }
+        self._ports: dict[tuple[str, str], _Port] = {}
+        self.rewire(spec)
+        # The generation of each running source with guarded ports: its
+        # emissions carry it, and a reader drops those of an older one.
+        self.guards: dict[str, str] = {}
         self.latest_values: dict[tuple[str, str], Any] = {}
         # Which emission each latest value is: ``{"seq": n}`` counting the port's
         # emissions in this run, plus ``"item"``, the seq of the input item the
@@ -133,6 +144,29 @@ class Journal:
         self._yield_every = yield_every
         self.ready = asyncio.Event()  # anything to commit
         self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
+        self._landed = asyncio.Event()  # set by every commit that lands
+
+    def rewire(self, spec: FlowSpec) -> None:
+        """Route emissions as ``spec`` wires them (at start, and on a reload).
+
+        A port kept by the new spec keeps its object, so what it buffered and
+        counted stays; values buffered for a reader that is gone are still
+        committed (the reload dead-letters them with the reason)."""
+        routes: dict[tuple[str, str], list[tuple[StreamKey, str]]] = {}
+        for edge in spec.edges:
+            route = routes.setdefault((edge.source.node, edge.source.port), [])
+            route.append((StreamKey(spec.name, edge.target.node), edge.target.port))
+        ports: dict[tuple[str, str], _Port] = {}
+        for node_id, node in spec.nodes.items():
+            for port, kind in node.output_kinds.items():
+                route = routes.get((node_id, port), [])
+                out = self._ports.get((node_id, port))
+                if out is None or out.kind != kind:
+                    out = _Port(spec.name, node_id, port, kind, route)
+                out.route = route
+                out.guarded = port in node.node_class.guarded
+                ports[(node_id, port)] = out
+        self._ports = ports
 
     # -- values in -------------------------------------------------------------------
 
@@ -147,7 +181,8 @@ class Journal:
 
         ``item`` is the ``seq`` of the input item the node was running (None for a
         source): it goes into the emission's identity. Waits only when the outbox
-        is full (for the commit) or to yield the loop every ``yield_every``
+        is full (for the commit, however long the queue is unavailable: see
+        :meth:`flush_when_available`) or to yield the loop every ``yield_every``
         values. Raises ``KeyError`` for an unknown port and
         :class:`~mediaflow.media.PortKindError` for a value of the wrong kind,
         before anything is journaled.
@@ -178,7 +213,9 @@ class Journal:
             if pin is not None:
                 self._outbox_pins.append(pin)
         if out.route:
-            self._buffer(out, encoded)
+            guard = self.guards.get(node) if out.guarded else None
+            routed = encoded if guard is None else {GUARD_KEY: guard, "value": encoded}
+            self._buffer(out, routed, encoded)
         elif is_ref:
             # A reference nobody reads: the state keeps it, committed with the
             # acks of this turn (the lazy flush could land after them).
@@ -190,14 +227,15 @@ class Journal:
             self._dirty_latest[out.latest_key] = encoded
             return
         if self._buffered >= OUTBOX_LIMIT:
-            await self.flush()
+            while self._buffered >= OUTBOX_LIMIT:  # other emitters may refill it
+                await self.flush_when_available()
             return
         self._unyielded += 1
         if self._unyielded >= self._yield_every:
             self._unyielded = 0
             await asyncio.sleep(0)
 
-    def _buffer(self, out: _Port, encoded: Any) -> None:
+    def _buffer(self, out: _Port, routed: Any, encoded: Any) -> None:
         if not self._runs:  # the first emission since the last commit
             self.ready.set()
             self.emissions_ready.set()
@@ -208,7 +246,7 @@ class Journal:
             if run is None or run.src != src or run.port != port:
                 run = tails[stream] = _Run(stream, src, port, time.time())
                 self._runs.append(run)
-            run.values.append(encoded)
+            run.values.append(routed)
         self._buffered += len(out.route)
         # The state moves with the journal: a resumed source continues exactly
         # after its last committed value.
@@ -262,10 +300,29 @@ class Journal:
                 if runs:
                     self._scheduler.commit_failed()
                 raise
+            self._landed.set()
             for pin in pins:
                 self._pins.give_back(pin)
             if runs:
                 self._scheduler.committed(tuple(claimed))
+
+    async def flush_when_available(self) -> None:
+        """Commit what is buffered, as :meth:`flush`, but while the queue is
+        unavailable wait instead of raising: until a commit lands (the commit
+        loop retries with its backoff and reports the outage), which carries
+        everything buffered before it. For callers that must not fail because
+        the queue is away: an emitter held back by a full outbox, a node waiting
+        for earlier acks to be durable. May be cancelled (the work stays
+        buffered); raises what :meth:`flush` raises other than ``QueueError``.
+        """
+        while True:
+            try:
+                await self.flush()
+                return
+            except QueueError:
+                # No await since the failure: the next commit to land is a later one.
+                self._landed.clear()
+            await self._landed.wait()
 
     async def flush_latest(self) -> None:
         """Record the latest values of ports nobody reads (batched, every half second)."""

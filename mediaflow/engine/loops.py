@@ -57,6 +57,10 @@ class LoopHost(Protocol):
         """Record that this run is alive, with its GC horizon."""
         ...
 
+    async def lease_round(self) -> None:
+        """Renew, take and hand over leases on the flow's ordered streams."""
+        ...
+
 
 class BackgroundLoops:
     """Owns the runner's long-lived tasks; :meth:`stop` cancels them."""
@@ -172,6 +176,7 @@ class BackgroundLoops:
         ids = self._host.held_ids()
         if ids:
             await self._queue.touch(self._consumer, ids)
+        await self._host.lease_round()
         await self._host.heartbeat()
 
     async def reclaim_once(self) -> None:

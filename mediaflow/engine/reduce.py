@@ -14,7 +14,8 @@ as tables (``tests/test_reduce.py``) and replay exactly (:mod:`.trace`):
   items wait behind it; after ``max_attempts`` the item is dead-lettered with a
   ``cascade_dropped`` event; ``max_deliveries``: an item the queue delivered
   too often (it crashed the process each time) is dead-lettered on arrival;
-* flow control and health (pause, step, stop, the backlog): :mod:`.control`.
+* flow control and health (pause, step, stop, the backlog): :mod:`.control`;
+* sharing ordered streams with the flow's other executors: :mod:`.leasing`.
 
 A tick's path from arrival to ``StartNodeCommand`` reads top to bottom:
 :func:`reduce` -> ``_on_committed`` / ``_on_claimed`` -> :func:`admit` ->
@@ -28,7 +29,7 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import assert_never
 
-from mediaflow.engine import admission, control
+from mediaflow.engine import admission, control, leasing, rates
 from mediaflow.engine.commands import (
     AckCommand,
     Command,
@@ -53,9 +54,15 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
+    DisableTick,
+    EnableTick,
+    HaltTick,
     ItemsArrivedTick,
+    LeasedTick,
+    LeaseDueTick,
     NodeFinishedTick,
     PauseTick,
+    ReshapeTick,
     ResumeTick,
     StepTick,
     StopTick,
@@ -100,6 +107,20 @@ def reduce(state: EngineState, tick: Tick, now: float) -> Result:
         case StepTick(flow=flow):
             stepped, commands = control.on_step(state, flow)
             return start_ready(stepped, stepped.nodes.keys(), now, commands)
+        case DisableTick(flow=flow):
+            return control.on_disable(state, flow)
+        case HaltTick(streams=streams):
+            return control.on_halt(state, streams)
+        case ReshapeTick():
+            return control.on_reshape(state, tick)
+        case EnableTick(flow=flow):
+            enabled, commands = control.on_enable(state, flow)
+            resumed, more = control.on_resume(enabled, flow)
+            return start_ready(resumed, resumed.nodes.keys(), now, [*commands, *more])
+        case LeaseDueTick():
+            return leasing.on_lease_due(state, tick)
+        case LeasedTick():
+            return leasing.on_leased(state, tick)
         case StopTick():
             return control.on_stop(state)
         case _:
@@ -207,7 +228,12 @@ def start_ready(
     if state.stopping:
         return state, commands
     nodes = state.nodes
-    candidates = [s for s in streams if _can_start(nodes[s], now)]
+    gates = state.gates
+    candidates = [
+        s
+        for s in streams
+        if _can_start(nodes[s], now) and s not in state.halted and gates.get(s, now) <= now
+    ]
     if not candidates:
         return state, commands
     if len(candidates) > 1:
@@ -223,7 +249,13 @@ def start_ready(
             if steps.get(stream.flow, 0) <= 0:
                 continue
             steps = {**steps, stream.flow: steps[stream.flow] - 1}
+        interval = state.rates.get(stream)
+        if interval is not None and not stepping and node.retry_at is None:
+            node, gate = rates.open_window(stream, node, interval, now, commands)
+            gates = {**gates, stream: gate}
         batch = _next_batch(state, stream, node, single=stepping)
+        if stepping:
+            commands.append(_stepped_event(batch[0]))
         attempt = node.attempt + 1 if node.retry_at is not None else 1
         # After a crash, acks are made durable before each item starts, so if
         # it kills the process again only it is delivered once more
@@ -231,7 +263,7 @@ def start_ready(
         commit_first = batch[0].deliveries > 1 or stream in state.careful
         nodes[stream] = NodeState(node.is_source, node.waiting[len(batch) :], batch, attempt)
         commands.append(StartNodeCommand(stream, batch, attempt, commit_first))
-    return replace(state, nodes=nodes, steps=steps), commands
+    return replace(state, nodes=nodes, steps=steps, gates=gates), commands
 
 
 def _can_start(node: NodeState, now: float) -> bool:
@@ -274,7 +306,13 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
     batch = node.running
     done = min(max(tick.done, 0), len(batch))
     commands: list[Command] = []
-    if done:
+    if done and stream in state.halted:
+        # A source told to end (disable, reload) hands its item back: started
+        # again, it resumes where it was rather than being over.
+        ids = tuple(item.entry_id for item in batch[:done])
+        commands.append(ReleaseCommand(ids, started=True))
+        state = control.mark_behind(state, frozenset({stream}))
+    elif done:
         commands.append(AckCommand(tuple(item.entry_id for item in batch[:done])))
     unstarted = batch[done:]
     attempt, retry_at = 0, None
@@ -302,6 +340,21 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
         # Room freed in a line whose work waits on disk: the claimer may fetch.
         commands.append(WakeClaimerCommand())
     return start_ready(replace(state, nodes=nodes), (stream,), now, commands)
+
+
+def _stepped_event(item: WorkItem) -> PublishEventCommand:
+    """Which item a step of a paused flow started (the step's answer)."""
+    return PublishEventCommand(
+        "flow_stepped",
+        {
+            "flow": item.stream.flow,
+            "node": item.stream.node,
+            "entry_id": item.entry_id,
+            "seq": item.seq,
+            "deliveries": item.deliveries,
+            "enqueued_at": item.enqueued_at,
+        },
+    )
 
 
 def _retry_event(item: WorkItem, attempt: int, delay: float, error: str) -> PublishEventCommand:

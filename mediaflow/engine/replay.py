@@ -23,6 +23,8 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommittedTick,
     ItemsArrivedTick,
+    LeasedTick,
+    LeaseDueTick,
     NodeFinishedTick,
     PauseTick,
     ResumeTick,
@@ -30,7 +32,7 @@ from mediaflow.engine.ticks import (
     Tick,
 )
 from mediaflow.engine.trace import Json, Segment, encode_command
-from mediaflow.queue.contract import WorkItem
+from mediaflow.queue.contract import StreamKey, WorkItem
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,20 @@ def describe_tick(tick: Tick) -> str:
             return f"{tick.type} {flow}"
         case ClaimDueTick(poll=poll):
             return "claim_due (poll)" if poll else "claim_due"
+        case LeaseDueTick(mine=mine, others=others, rank=rank, members=members):
+            return (
+                f"lease_due member {rank + 1} of {members}, "
+                f"holds {_nodes(mine)}, others hold {_nodes(others)}"
+            )
+        case LeasedTick(mine=mine, taken_over=taken_over):
+            taken = f", took over {_nodes(taken_over)}" if taken_over else ""
+            return f"leased {_nodes(mine)}{taken}"
         case _:
             return tick.type
+
+
+def _nodes(streams: Iterable[StreamKey]) -> str:
+    return ",".join(sorted(s.node for s in streams)) or "none"
 
 
 def describe_commands(commands: list[Json]) -> str:
@@ -136,6 +150,13 @@ def _describe_command(c: Json) -> str:
         field = "wants" if kind == "claim" else "claims"
         wanted = ", ".join(f"{node} {n}" for _flow, node, n in c[field]) or "none"
         return f"{kind} {wanted}"
+    if kind == "lease":
+        parts = [
+            f"{verb} {','.join(node for _flow, node in c[verb])}"
+            for verb in ("hold", "acquire", "release")
+            if c[verb]
+        ]
+        return "lease " + ("; ".join(parts) or "nothing")
     if kind == "dead_letter":
         return f"dead-letter {c['id']}: {c['reason']}"
     if kind == "release":

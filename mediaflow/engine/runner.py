@@ -6,7 +6,7 @@ named queries) and one part per seam:
 
 * :mod:`.journal`: emissions, acks and latest values, committed in groups;
 * :mod:`.execution`: one task per busy node, running the batches started;
-* :mod:`.loops`: claim, commit, touch leases, reclaim, sample the backlog;
+* :mod:`.loops`: claim, commit, touch claims and leases, reclaim, sample the backlog;
 * :mod:`.pins`: references saved and not yet durable (the GC horizon).
 
 Every decision comes from :func:`~.reduce.reduce`: :meth:`FlowRunner._dispatch`
@@ -42,6 +42,7 @@ from mediaflow.engine.commands import (
     Command,
     DeadLetterCommand,
     JournalCommand,
+    LeaseCommand,
     PublishEventCommand,
     RecallCommand,
     ReleaseCommand,
@@ -49,13 +50,16 @@ from mediaflow.engine.commands import (
     WakeAtCommand,
     WakeClaimerCommand,
 )
-from mediaflow.engine.context import FlowEnv, RunContext
+from mediaflow.engine.context import FlowEnv
 from mediaflow.engine.events import EventBus, LatestThrottle
 from mediaflow.engine.execution import NodeExecutor
 from mediaflow.engine.journal import Journal
+from mediaflow.engine.lease_round import LeaseRound
 from mediaflow.engine.loops import BackgroundLoops
+from mediaflow.engine.nodeset import NodeSet
 from mediaflow.engine.pins import Pins
 from mediaflow.engine.reduce import reduce
+from mediaflow.engine.reload import ReloadPlan
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state import (
     EngineState,
@@ -76,8 +80,12 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
+    DisableTick,
+    EnableTick,
+    HaltTick,
     ItemsArrivedTick,
     PauseTick,
+    ReshapeTick,
     ResumeTick,
     StepTick,
     StopTick,
@@ -88,7 +96,7 @@ from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
 from mediaflow.node import Node
 from mediaflow.queue.contract import StreamKey, WorkItem, WorkQueue
-from mediaflow.store import ArtifactStore, use_store
+from mediaflow.store import ArtifactStore
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -112,7 +120,10 @@ class FlowRunner:
         state_store: StateStore | None = None,
         resumed: bool = False,
         trace: TraceWriter | None = None,
+        with_sources: bool = True,
     ) -> None:
+        """``with_sources`` False makes a worker: it runs the flow's other nodes
+        on work the flow's run enqueues, and never sets up or starts a source."""
         self.spec = spec
         self.flow = spec.name
         self.consumer = consumer
@@ -120,10 +131,18 @@ class FlowRunner:
         self._queue = queue
         self._state_store = state_store
         self._settings = settings or EngineSettings()
-        streams = [StreamKey(spec.name, node_id) for node_id in spec.nodes]
-        sources = [StreamKey(spec.name, n.id) for n in spec.sources()]
+        self._with_sources = with_sources
+        self._node_ids = _executed(spec, with_sources)
+        streams = [StreamKey(spec.name, node_id) for node_id in self._node_ids]
+        sources = [StreamKey(spec.name, n.id) for n in spec.sources() if with_sources]
+        ordered = _ordered_streams(spec)
         self._state: EngineState = initial_state(
-            Limits.from_settings(self._settings), streams, sources, resumed=resumed
+            Limits.from_settings(self._settings),
+            streams,
+            sources,
+            resumed=resumed,
+            ordered=ordered,
+            rates=_rates(spec),
         )
         self._trace = trace
         self._pins = Pins()
@@ -146,10 +165,10 @@ class FlowRunner:
             bus=self.bus,
             is_stopping=self.is_stopping,
         )
-        self._nodes: dict[str, Node] = {}
+        self._nodeset = NodeSet(self._env)
         self._executor = NodeExecutor(
             self._env,
-            self._nodes,
+            self._nodeset.instances,
             report=self._dispatch,
             commit=self._journal.flush,
             latency=self._latency,
@@ -167,6 +186,14 @@ class FlowRunner:
             claim_wake=self._claim_wake,
         )
         self._effects: set[asyncio.Task[Any]] = set()
+        self._leases = LeaseRound(
+            queue=queue,
+            flow=self.flow,
+            consumer=consumer,
+            ttl_ms=self._settings.lease_ms,
+            dispatch=self._dispatch,
+            commit=self._journal.flush,
+        )
 
     # -- ticks in, commands out ------------------------------------------------------
 
@@ -198,7 +225,7 @@ class FlowRunner:
                 asyncio.get_running_loop().call_at(at, self._dispatch, TimerTick())
             case WakeClaimerCommand():
                 self._claim_wake.set()
-            case ClaimCommand() | JournalCommand():
+            case ClaimCommand() | JournalCommand() | LeaseCommand():
                 answers.append(command)
             case PublishEventCommand(event_type=event_type, data=data):
                 self.bus.publish(event_type, data)
@@ -256,6 +283,11 @@ class FlowRunner:
     def streams(self) -> frozenset[StreamKey]:
         return frozenset(self._state.nodes)
 
+    async def lease_round(self) -> None:
+        """Renew, take and hand over leases on ordered streams (see :mod:`.leasing`)."""
+        if self._state.ordered:
+            await self._leases.run()
+
     async def heartbeat(self) -> None:
         if self._state_store is not None and self._env.run_id is not None:
             # The horizon is taken now, on the loop: every save finishing later
@@ -267,26 +299,51 @@ class FlowRunner:
 
     async def setup_nodes(self) -> None:
         """Build every node and call its ``setup``; on failure, tear down those set up."""
-        try:
-            for node_id, node_spec in self.spec.nodes.items():
-                node = node_spec.factory()
-                self._nodes[node_id] = node
-                ctx = RunContext(self._env, node_id, {}, None)
-                try:
-                    with use_store(self._env.store):
-                        await node.setup(ctx)
-                finally:
-                    ctx.release_pins()  # what setup saved and did not keep, it dropped
-        except BaseException:
-            await self.teardown_nodes()
-            raise
+        self._nodeset.install(await self._nodeset.build(self.spec, self._node_ids))
 
     async def teardown_nodes(self) -> None:
-        for node_id, node in self._nodes.items():
-            try:
-                await node.teardown()
-            except Exception:
-                log.exception("teardown of node %r failed", node_id)
+        await self._nodeset.tear_down_all()
+
+    async def reshape(self, plan: ReloadPlan) -> None:
+        """Replace the flow's nodes as ``plan`` says (a reload). The flow is left
+        paused (the caller resumes it, once the queue hands work out again).
+
+        New instances are set up first: if one fails, nothing changed and the
+        error propagates. Then intake pauses, changed and removed sources are
+        told to end, running batches finish on the old nodes (sources within
+        :data:`SOURCE_GRACE_S`), old instances are torn down, the new ones
+        installed, emissions rewired and what waited in memory for a replaced
+        node goes back to the queue for its successor."""
+        new = plan.new
+        executed = _executed(new, self._with_sources)
+        built = await self._nodeset.build(new, (n for n in plan.rebuilt if n in executed))
+        if self.flow not in self._state.paused:
+            self._dispatch(PauseTick(self.flow))
+        halted = frozenset(StreamKey(self.flow, n) for n in plan.halted_sources)
+        self._dispatch(HaltTick(halted))
+        await self._executor.settle(halted, SOURCE_GRACE_S)
+        await self._nodeset.retire(plan.retired)
+        self.spec = new
+        self._node_ids = [
+            n for n, ns in new.nodes.items() if self._with_sources or not ns.is_source
+        ]
+        self._env.rewire(new)
+        self._journal.rewire(new)
+        self._executor.rewire()
+        self._nodeset.install(built)
+        streams = tuple(StreamKey(self.flow, n) for n in self._node_ids)
+        self._dispatch(
+            ReshapeTick(
+                streams,
+                frozenset(s for s in streams if new.nodes[s.node].is_source),
+                frozenset(_ordered_streams(new)),
+                frozenset(StreamKey(self.flow, n) for n in plan.changed),
+                _rates(new),
+            )
+        )
+        while self._effects:  # the lines handed back are back before anyone sweeps
+            await asyncio.gather(*tuple(self._effects), return_exceptions=True)
+        await self._journal.flush()
 
     def load_latest(self, values: Mapping[tuple[str, str], Any]) -> None:
         """Latest values recorded by earlier runs (a resumed source continues from them)."""
@@ -313,8 +370,16 @@ class FlowRunner:
     def step(self) -> None:
         self._dispatch(StepTick(self.flow))
 
-    def is_stopping(self) -> bool:
-        return self._state.stopping
+    def disable(self) -> None:
+        self._dispatch(DisableTick(self.flow))
+
+    def enable(self) -> None:
+        self._dispatch(EnableTick(self.flow))
+
+    def is_stopping(self, node: str | None = None) -> bool:
+        """Whether the run is stopping, or (``node``) that node was told to end."""
+        state = self._state
+        return state.stopping or (node is not None and StreamKey(self.flow, node) in state.halted)
 
     def is_idle(self) -> bool:
         """Nothing held in memory or known to wait on disk, nothing to commit, no
@@ -341,6 +406,8 @@ class FlowRunner:
         await self._journal.flush()
         await self._journal.flush_latest()
         await self._loops.stop()
+        if self._state.ordered:
+            await self._leases.leave()
         if self._trace is not None:
             self._trace.close()
 
@@ -356,13 +423,14 @@ class FlowRunner:
             lines=stream_counts(state),
             paused=self.flow in state.paused,
             stopping=state.stopping,
+            disabled=self.flow in state.disabled,
             finished_items=self._executor.finished_items,
             started_items=dict(self._latency.totals),
         )
 
     def node(self, node_id: str) -> Node:
         """The instance running ``node_id`` (for tests and tools that inspect it)."""
-        return self._nodes[node_id]
+        return self._nodeset.instances[node_id]
 
     def observe_latency(self, callback: Callable[[str, float], None]) -> None:
         """Call ``callback(node, seconds)`` for every emit-to-start latency recorded."""
@@ -382,3 +450,26 @@ class FlowRunner:
 
     async def flush(self) -> None:
         await self._journal.flush()
+
+
+def _ordered_streams(spec: FlowSpec) -> list[StreamKey]:
+    """Streams of the nodes whose items must run in order, one executor at a time."""
+    return [
+        StreamKey(spec.name, n.id)
+        for n in spec.nodes.values()
+        if not n.is_source and n.node_class.ordered
+    ]
+
+
+def _executed(spec: FlowSpec, with_sources: bool) -> list[str]:
+    """The nodes a runner executes: all, or a worker's, every one but the sources."""
+    return [n for n, ns in spec.nodes.items() if with_sources or not ns.is_source]
+
+
+def _rates(spec: FlowSpec) -> dict[StreamKey, float]:
+    """The least seconds between two runs of each rate-limited node (``max_rate``)."""
+    return {
+        StreamKey(spec.name, n.id): 1.0 / n.max_rate
+        for n in spec.nodes.values()
+        if n.max_rate is not None
+    }

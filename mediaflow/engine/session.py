@@ -9,6 +9,11 @@ Starting a flow whose last run did not end cleanly (its process was killed)
 *resumes* that run: the dead process's unacked items are handed back and
 redelivered (``ctx.redelivery``), and sources that had already finished are
 not started again. A run whose owner is still alive is refused.
+
+``FlowSession(..., worker=True)`` is one more executor of a flow that runs
+elsewhere (``mediaflow worker``): it records no run, starts no source, and
+claims the flow's work beside the run's own process, sharing the streams of
+ordered nodes through leases (:mod:`.leasing`).
 """
 
 from __future__ import annotations
@@ -23,28 +28,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
+from mediaflow.engine.reload import ReloadPlan, plan_reload, retire_streams
 from mediaflow.engine.runner import FlowRunner
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state_store import StateStore
 from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
+from mediaflow.flows.spec import NodeSpec
 from mediaflow.node import Node
 from mediaflow.queue import open_queue
 from mediaflow.queue.contract import NewItem, StreamKey, WorkQueue
-from mediaflow.store import ArtifactStore
+from mediaflow.store import ArtifactStore, open_store
 
 log = logging.getLogger("mediaflow.engine")
 
 StopReason = Literal["idle", "time", "signal", "stopped", "error"]
 IDLE_POLL_S = 0.005
+STEP_WAIT_S = 2.0
 
 
 class FlowAlreadyRunning(RuntimeError):
     """The flow's current run belongs to a live process."""
+
+
+class FlowStateError(RuntimeError):
+    """The flow is not in a state that allows this (a step while running, say)."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +100,10 @@ class FlowSession:
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
         jsonl: TextIO | None = None,
+        worker: bool = False,
     ) -> None:
         self.spec = spec
+        self.worker = worker
         self.data_dir = Path(data_dir)
         self.queue_url = queue_url
         self.settings = settings or EngineSettings.from_env()
@@ -123,12 +137,18 @@ class FlowSession:
         self._started_at = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         queue = self._queue or open_queue(self.queue_url, self.data_dir)
-        store = ArtifactStore(self.data_dir)
+        # MEDIAFLOW_STORE: the data directory, or a cache of an artifact service.
+        store = open_store(self.data_dir)
         state_store = await asyncio.to_thread(StateStore, self.data_dir)
         self._backends = (queue, store, state_store)
+        consumer = new_consumer_name()
+        if self.worker:
+            # Not a run of its own: the run belongs to the flow's `mediaflow run`.
+            self.run_id = f"worker:{consumer}"
+            await self._start_runner(queue, store, None, consumer)
+            return
         last = await asyncio.to_thread(state_store.last_run, self.spec.name)
         crashed = last if last is not None and not last.ended else None
-        consumer = new_consumer_name()
         if crashed is not None:
             if owner_alive(crashed.owner, crashed.heartbeat_at, self.settings.lease_ms / 1000):
                 await self._close_backends()
@@ -149,6 +169,15 @@ class FlowSession:
         else:
             self.run_id = uuid.uuid4().hex
             await asyncio.to_thread(state_store.start_run, self.run_id, self.spec.name, consumer)
+        await self._start_runner(queue, store, state_store, consumer)
+
+    async def _start_runner(
+        self,
+        queue: WorkQueue,
+        store: ArtifactStore,
+        state_store: StateStore | None,
+        consumer: str,
+    ) -> None:
         runner = FlowRunner(
             self.spec,
             queue=queue,
@@ -160,6 +189,7 @@ class FlowSession:
             state_store=state_store,
             resumed=self.resumed,
             trace=TraceWriter.from_env(),
+            with_sources=not self.worker,
         )
         self.runner = runner
         runner.load_latest(await queue.latest(self.spec.name))
@@ -170,6 +200,9 @@ class FlowSession:
             await self._close_backends()
             raise
         runner.start(self.run_id)
+        if self.worker:
+            self.bus.publish("worker_started", {"flow": self.spec.name, "consumer": consumer})
+            return
         if not self.resumed:
             await self._enqueue_sources(runner, queue)
         self.bus.publish(
@@ -177,10 +210,12 @@ class FlowSession:
             {"flow": self.spec.name, "run_id": self.run_id, "resumed": self.resumed},
         )
 
-    async def _enqueue_sources(self, runner: FlowRunner, queue: WorkQueue) -> None:
+    async def _enqueue_sources(
+        self, runner: FlowRunner, queue: WorkQueue, sources: list[NodeSpec] | None = None
+    ) -> None:
         items = [
             NewItem(StreamKey(self.spec.name, node.id), "source", {"run": self.run_id})
-            for node in self.spec.sources()
+            for node in (self.spec.sources() if sources is None else sources)
         ]
         if items:
             stored = await queue.enqueue(items, claim_for=runner.consumer)
@@ -245,11 +280,85 @@ class FlowSession:
         await self.queue.unpark(self.spec.name)
         runner.resume()
 
-    async def step(self) -> None:
-        """While paused, let exactly one more item start."""
+    async def step(self, *, wait_s: float = STEP_WAIT_S) -> dict[str, Any] | None:
+        """While paused, let exactly one more item start: the oldest waiting.
+
+        Returns which (the ``flow_stepped`` event's data: node, entry_id, seq,
+        deliveries, enqueued_at) once it started, or None if nothing started
+        within ``wait_s`` (nothing waits). Raises :class:`FlowStateError` if the
+        flow is not paused, or is disabled."""
         runner = self._require_runner()
-        await self.queue.unpark(self.spec.name, steps=1)
-        runner.step()
+        snapshot = runner.snapshot()
+        if snapshot.disabled:
+            raise FlowStateError(f"flow {self.spec.name!r} is disabled: enable it first")
+        if not snapshot.paused:
+            raise FlowStateError(f"flow {self.spec.name!r} is not paused: pause it first")
+        stepped = self.bus.subscribe(types=frozenset({"flow_stepped"}))
+        try:
+            await self.queue.unpark(self.spec.name, steps=1)
+            runner.step()
+            deadline = time.monotonic() + wait_s
+            while (left := deadline - time.monotonic()) > 0:
+                event = await stepped.get(timeout=left)
+                if event is not None and event.data.get("flow") == self.spec.name:
+                    return dict(event.data)
+            return None
+        finally:
+            stepped.close()
+
+    async def reload(self, spec: FlowSpec) -> ReloadPlan:
+        """Replace the flow's nodes with ``spec``'s (a reloaded flow file) without
+        losing queued work: claimed work finishes on the old nodes, every queued
+        item goes to the new ones, an item of a node that no longer exists is
+        dead-lettered with that reason, and sources whose options did not change
+        keep running. Raises :class:`ReloadRefused` for another flow's file and
+        whatever a new node's ``setup`` raises (then nothing changed)."""
+        runner = self._require_runner()
+        plan = plan_reload(self.spec, spec)
+        if plan.is_noop:
+            return plan
+        queue = self.queue
+        was_paused = runner.snapshot().paused
+        if not was_paused:
+            # Nothing is handed out while lines go back to the queue: a claim
+            # must not fetch newer items before the older ones are back.
+            await queue.park(spec.name)
+        try:
+            await runner.reshape(plan)
+        finally:
+            if not was_paused:
+                await queue.unpark(spec.name)
+        self.spec = spec
+        retired = await retire_streams(
+            queue,
+            spec.name,
+            plan.removed,
+            paused=was_paused,
+            sweeper=f"{new_consumer_name()}:reload",
+        )
+        if not self.worker:
+            added = [spec.nodes[n] for n in plan.added if spec.nodes[n].is_source]
+            await self._enqueue_sources(runner, queue, added)
+        if not was_paused:
+            runner.resume()
+        self.bus.publish(
+            "flow_reloaded", {"flow": spec.name, **plan.to_json(), "dead_lettered": retired}
+        )
+        log.info("reloaded flow %r: %s", spec.name, plan.to_json())
+        return plan
+
+    async def disable(self) -> None:
+        """Stop the flow's sources and start nothing of it; its work is kept, on
+        disk and in memory, until :meth:`enable`."""
+        runner = self._require_runner()
+        await self.queue.park(self.spec.name)
+        runner.disable()
+
+    async def enable(self) -> None:
+        """Undo :meth:`disable`: sources resume where they were, work runs again."""
+        runner = self._require_runner()
+        await self.queue.unpark(self.spec.name)
+        runner.enable()
 
     async def stop(self, reason: StopReason = "stopped") -> RunOutcome:
         """Stop cleanly: sources end, running nodes finish (or are cancelled after a
@@ -261,10 +370,11 @@ class FlowSession:
         self._stopped = reason
         await runner.stop()
         assert self._backends is not None  # the runner exists, so the backends do
-        await asyncio.to_thread(self._backends[2].end_run, self.run_id, reason)
+        if not self.worker:
+            await asyncio.to_thread(self._backends[2].end_run, self.run_id, reason)
         await runner.teardown_nodes()
         self.bus.publish(
-            "run_finished",
+            "worker_finished" if self.worker else "run_finished",
             {"flow": self.spec.name, "run_id": self.run_id, "reason": reason},
         )
         await self._close_backends()

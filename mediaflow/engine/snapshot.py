@@ -35,6 +35,14 @@ class FlowSnapshot:
     stopping: bool
     finished_items: int
     started_items: Mapping[str, int]
+    disabled: bool = False
+
+    @property
+    def status(self) -> str:
+        """``running``, ``paused``, ``disabled`` or ``stopping``, as the API shows it."""
+        if self.stopping:
+            return "stopping"
+        return "disabled" if self.disabled else "paused" if self.paused else "running"
 
     @property
     def flow(self) -> str:

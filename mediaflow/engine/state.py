@@ -77,6 +77,16 @@ class EngineState:
     nodes: Mapping[StreamKey, NodeState]
     paused: frozenset[str] = frozenset()
     steps: Mapping[str, int] = field(default_factory=dict)
+    # Disabled flows (also paused): their sources were told to end.
+    disabled: frozenset[str] = frozenset()
+    # Source streams told to end without ending the run (disable, a reload):
+    # ctx.stopping() is true for them, and their item goes back to the queue
+    # when the source returns, so it resumes when started again.
+    halted: frozenset[StreamKey] = frozenset()
+    # Rate-limited streams (a node's max_rate): the least time between two
+    # starts, and the time before which the next may not start.
+    rates: Mapping[StreamKey, float] = field(default_factory=dict)
+    gates: Mapping[StreamKey, float] = field(default_factory=dict)
     backlog_history: tuple[int, ...] = ()
     degraded: bool = False
     stopping: bool = False
@@ -92,6 +102,13 @@ class EngineState:
     claim: ClaimInFlight | None = None
     # Room promised to the group commit in flight (claimed at enqueue).
     reserved: Mapping[StreamKey, int] = field(default_factory=dict)
+    # Streams of ordered nodes: claimed only under a lease, so one executor of
+    # the flow runs each at a time (see .leasing). Fixed for the run.
+    ordered: frozenset[StreamKey] = frozenset()
+    leased: frozenset[StreamKey] = frozenset()
+    # Leased streams being handed to another executor: no new work is taken;
+    # the lease goes once the line is empty.
+    draining: frozenset[StreamKey] = frozenset()
 
 
 def initial_state(
@@ -100,15 +117,27 @@ def initial_state(
     sources: Iterable[StreamKey] = (),
     *,
     resumed: bool = False,
+    ordered: Iterable[StreamKey] = (),
+    rates: Mapping[StreamKey, float] | None = None,
 ) -> EngineState:
     """The state of a runner that holds nothing yet. ``resumed``: the flow's last
-    run crashed, so every non-source stream starts careful."""
+    run crashed, so every non-source stream starts careful. ``ordered``: the
+    streams to claim only under a lease (none leased yet). ``rates``: the least
+    seconds between two starts of a rate-limited stream."""
     source_set = set(sources)
     nodes = {s: NodeState(is_source=s in source_set) for s in streams}
     for s in source_set:
         nodes.setdefault(s, NodeState(is_source=True))
     careful = frozenset(s for s in nodes if s not in source_set) if resumed else frozenset()
-    return EngineState(limits=limits, nodes=nodes, careful=careful)
+    leasing = frozenset(s for s in ordered if s in nodes and s not in source_set)
+    limited = {s: t for s, t in (rates or {}).items() if s in nodes}
+    return EngineState(limits=limits, nodes=nodes, careful=careful, ordered=leasing, rates=limited)
+
+
+def may_claim(state: EngineState, stream: StreamKey) -> bool:
+    """Whether this process may take work of ``stream``: a stream of an ordered
+    node only while it holds the stream's lease and is not handing it over."""
+    return stream not in state.ordered or (stream in state.leased and stream not in state.draining)
 
 
 def line_limit(state: EngineState, stream: StreamKey) -> int:
@@ -140,9 +169,10 @@ def is_idle(state: EngineState) -> bool:
 
 
 def is_settled(state: EngineState) -> bool:
-    """Idle, and every stream caught up: no work of ours known to wait on disk (a
-    paused flow's never is). Only then may the queue be empty for the flow."""
-    return is_idle(state) and len(state.caught_up) == len(state.nodes)
+    """Idle, and every stream this process may claim caught up: no work of ours
+    known to wait on disk (a paused flow's never is). Only then may the queue be
+    empty for the flow (streams other executors hold are theirs to drain)."""
+    return is_idle(state) and all(s in state.caught_up for s in state.nodes if may_claim(state, s))
 
 
 def backoff_s(limits: Limits, attempt: int) -> float:

@@ -11,7 +11,10 @@ the reducer answers with one command and the outcome:
   ``ClaimCommand`` -> :class:`ClaimedTick` or :class:`ClaimFailedTick`;
 * journaling this process's emissions (the group commit):
   :class:`CommitDueTick` -> ``JournalCommand`` (how many to claim at once) ->
-  :class:`CommittedTick` or :class:`CommitFailedTick`.
+  :class:`CommittedTick` or :class:`CommitFailedTick`;
+* sharing ordered streams with the flow's other executors:
+  :class:`LeaseDueTick` -> ``LeaseCommand`` -> :class:`LeasedTick` (a failed
+  lease call changes nothing: leases simply lapse).
 """
 
 from __future__ import annotations
@@ -140,6 +143,70 @@ class StepTick:
 
 
 @dataclass(frozen=True, slots=True)
+class DisableTick:
+    """Stop ``flow``: its sources end (their items go back to the queue, to be
+    resumed), nothing else of it starts, its work is kept."""
+
+    flow: str
+    type: Literal["disable"] = "disable"
+
+
+@dataclass(frozen=True, slots=True)
+class EnableTick:
+    """Undo :class:`DisableTick`: the sources are claimed again and resume."""
+
+    flow: str
+    type: Literal["enable"] = "enable"
+
+
+@dataclass(frozen=True, slots=True)
+class HaltTick:
+    """Tell the sources of ``streams`` to end without ending the run (a reload):
+    each hands its item back when it returns."""
+
+    streams: frozenset[StreamKey]
+    type: Literal["halt"] = "halt"
+
+
+@dataclass(frozen=True, slots=True)
+class ReshapeTick:
+    """The flow's nodes changed (a reload): these are its streams now, which of
+    them are sources and which ordered. ``rebuilt``: streams whose node was
+    replaced; their items waiting in memory go back to the queue for the new
+    node, and a halted source among them may start again."""
+
+    streams: tuple[StreamKey, ...]
+    sources: frozenset[StreamKey]
+    ordered: frozenset[StreamKey]
+    rebuilt: frozenset[StreamKey]
+    rates: Mapping[StreamKey, float]
+    type: Literal["reshape"] = "reshape"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseDueTick:
+    """Time to renew leases, as the last lease call left the table: the ordered
+    streams this process holds (``mine``), those others hold, and this
+    process's ``rank`` among the flow's ``members`` live executors."""
+
+    mine: frozenset[StreamKey]
+    others: frozenset[StreamKey]
+    rank: int
+    members: int
+    type: Literal["lease_due"] = "lease_due"
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedTick:
+    """The lease call landed: this process holds ``mine``; of those, it took
+    ``taken_over`` from a holder that lost them, with that holder's items."""
+
+    mine: frozenset[StreamKey]
+    taken_over: frozenset[StreamKey] = frozenset()
+    type: Literal["leased"] = "leased"
+
+
+@dataclass(frozen=True, slots=True)
 class StopTick:
     """Shutting down: start nothing new; release what waits in memory."""
 
@@ -161,5 +228,11 @@ Tick: TypeAlias = (
     | PauseTick
     | ResumeTick
     | StepTick
+    | DisableTick
+    | EnableTick
+    | HaltTick
+    | ReshapeTick
+    | LeaseDueTick
+    | LeasedTick
     | StopTick
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, assert_never
@@ -29,6 +29,7 @@ from mediaflow.engine.commands import (
     Command,
     DeadLetterCommand,
     JournalCommand,
+    LeaseCommand,
     PublishEventCommand,
     RecallCommand,
     ReleaseCommand,
@@ -46,9 +47,15 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
+    DisableTick,
+    EnableTick,
+    HaltTick,
     ItemsArrivedTick,
+    LeasedTick,
+    LeaseDueTick,
     NodeFinishedTick,
     PauseTick,
+    ReshapeTick,
     ResumeTick,
     StepTick,
     StopTick,
@@ -76,7 +83,11 @@ def _stream(key: StreamKey) -> list[str]:
     return [key.flow, key.node]
 
 
-def _counts(counts: Mapping[StreamKey, int]) -> list[list[Any]]:
+def _streams(keys: Iterable[StreamKey]) -> list[list[str]]:
+    return sorted(_stream(s) for s in keys)
+
+
+def _counts(counts: Mapping[StreamKey, int] | Mapping[StreamKey, float]) -> list[list[Any]]:
     return [[key.flow, key.node, n] for key, n in counts.items()]
 
 
@@ -98,17 +109,37 @@ def encode_tick(tick: Tick) -> Json:
             return {"type": tick.type, "items": [_item(i) for i in items]}
         case CommitDueTick(counts=counts):
             return {"type": tick.type, "counts": _counts(counts)}
-        case BacklogBehindTick(streams=streams):
-            return {"type": tick.type, "streams": sorted(_stream(s) for s in streams)}
+        case BacklogBehindTick(streams=streams) | HaltTick(streams=streams):
+            return {"type": tick.type, "streams": _streams(streams)}
+        case ReshapeTick(streams=streams, sources=sources, ordered=ordered, rebuilt=rebuilt):
+            return {
+                "type": tick.type,
+                "streams": [_stream(s) for s in streams],
+                "sources": _streams(sources),
+                "ordered": _streams(ordered),
+                "rebuilt": _streams(rebuilt),
+                "rates": _counts(tick.rates),
+            }
         case NodeFinishedTick(stream=stream, entry_id=entry_id, done=done, error=error):
             out = {"type": tick.type, "stream": _stream(stream), "id": entry_id, "done": done}
             return out if error is None else {**out, "error": error}
         case BacklogSampledTick(per_flow=per_flow):
             return {"type": tick.type, "per_flow": dict(per_flow)}
-        case PauseTick(flow=flow) | ResumeTick(flow=flow) | StepTick(flow=flow):
+        case (
+            PauseTick(flow=flow)
+            | ResumeTick(flow=flow)
+            | StepTick(flow=flow)
+            | DisableTick(flow=flow)
+            | EnableTick(flow=flow)
+        ):
             return {"type": tick.type, "flow": flow}
         case ClaimDueTick(poll=poll):
             return {"type": tick.type, "poll": poll}
+        case LeaseDueTick(mine=mine, others=others, rank=rank, members=members):
+            out = {"type": tick.type, "mine": _streams(mine), "others": _streams(others)}
+            return {**out, "rank": rank, "members": members}
+        case LeasedTick(mine=mine, taken_over=taken_over):
+            return {"type": tick.type, "mine": _streams(mine), "taken_over": _streams(taken_over)}
         case ClaimFailedTick() | CommitFailedTick() | TimerTick() | StopTick():
             return {"type": tick.type}
         case _:
@@ -137,6 +168,9 @@ def encode_command(command: Command) -> Json:
             return {"type": command.type, "wants": _counts(wants)}
         case JournalCommand(claims=claims):
             return {"type": command.type, "claims": _counts(claims)}
+        case LeaseCommand(hold=hold, acquire=acquire, release=release):
+            out = {"type": command.type, "hold": _streams(hold), "acquire": _streams(acquire)}
+            return {**out, "release": _streams(release)}
         case PublishEventCommand(event_type=event_type, data=data):
             return {"type": command.type, "event": event_type, "data": dict(data)}
         case _:
@@ -153,7 +187,9 @@ def encode_start(state: EngineState, run_id: str) -> Json:
         "wall": time.time(),
         "limits": {name: getattr(state.limits, name) for name in Limits.__dataclass_fields__},
         "nodes": [[s.flow, s.node, n.is_source] for s, n in state.nodes.items()],
-        "careful": sorted(_stream(s) for s in state.careful),
+        "careful": _streams(state.careful),
+        "ordered": _streams(state.ordered),
+        "rates": _counts(state.rates),
     }
 
 
@@ -162,6 +198,10 @@ def encode_start(state: EngineState, run_id: str) -> Json:
 
 def _key(raw: list[str]) -> StreamKey:
     return StreamKey(raw[0], raw[1])
+
+
+def _keys(raw: list[list[str]]) -> frozenset[StreamKey]:
+    return frozenset(_key(s) for s in raw)
 
 
 def _decode_item(raw: Json) -> WorkItem:
@@ -199,7 +239,11 @@ def decode_tick(raw: Json) -> Tick:
     if kind == "claim_due":
         return ClaimDueTick(bool(raw["poll"]))
     if kind == "backlog_behind":
-        return BacklogBehindTick(frozenset(_key(s) for s in raw["streams"]))
+        return BacklogBehindTick(_keys(raw["streams"]))
+    if kind == "lease_due":
+        return LeaseDueTick(_keys(raw["mine"]), _keys(raw["others"]), raw["rank"], raw["members"])
+    if kind == "leased":
+        return LeasedTick(_keys(raw["mine"]), _keys(raw["taken_over"]))
     if kind == "node_finished":
         return NodeFinishedTick(_key(raw["stream"]), raw["id"], raw["done"], raw.get("error"))
     if kind == "backlog_sampled":
@@ -210,6 +254,20 @@ def decode_tick(raw: Json) -> Tick:
         return ResumeTick(raw["flow"])
     if kind == "step":
         return StepTick(raw["flow"])
+    if kind == "halt":
+        return HaltTick(_keys(raw["streams"]))
+    if kind == "reshape":
+        return ReshapeTick(
+            tuple(_key(s) for s in raw["streams"]),
+            _keys(raw["sources"]),
+            _keys(raw["ordered"]),
+            _keys(raw["rebuilt"]),
+            {StreamKey(f, n): t for f, n, t in raw["rates"]},
+        )
+    if kind == "disable":
+        return DisableTick(raw["flow"])
+    if kind == "enable":
+        return EnableTick(raw["flow"])
     raise TraceError(f"unknown tick type {kind!r}")
 
 
@@ -220,8 +278,11 @@ def decode_start(raw: Json) -> EngineState:
         raise TraceError(f"trace version {raw.get('version')!r}; this mediaflow reads {VERSION}")
     limits = Limits(**raw["limits"])
     nodes = {StreamKey(f, n): NodeState(is_source=bool(src)) for f, n, src in raw["nodes"]}
-    careful = frozenset(_key(s) for s in raw["careful"])
-    return EngineState(limits=limits, nodes=nodes, careful=careful)
+    careful = _keys(raw["careful"])
+    # "ordered" and "rates" are absent in traces written before leases and max_rate.
+    ordered = _keys(raw.get("ordered", ()))
+    rates = {StreamKey(f, n): t for f, n, t in raw.get("rates", ())}
+    return EngineState(limits=limits, nodes=nodes, careful=careful, ordered=ordered, rates=rates)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from mediaflow.flows.validate import (
     bind_options,
     check_graph,
     check_id,
+    check_max_rate,
     check_node_inputs,
     class_name,
     declared_ports,
@@ -77,6 +78,7 @@ class DeclaredNode:
     target: NodeTarget
     inputs: object
     options: Mapping[str, Any]
+    max_rate: object = None
 
 
 def assemble(
@@ -147,6 +149,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
     except NodeProblem as exc:
         raise _NodeProblems([str(exc)]) from exc
     refs, messages = check_node_inputs(wired, input_kinds, optional)
+    max_rate = check_max_rate(decl.max_rate, is_source=not input_kinds, problems=messages)
     if messages:
         raise _NodeProblems(messages)
     options = MappingProxyType(dict(decl.options))
@@ -160,6 +163,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         input_kinds=MappingProxyType(input_kinds),
         output_kinds=MappingProxyType(output_kinds),
         is_source=not input_kinds,
+        max_rate=max_rate,
     )
 
 

@@ -41,13 +41,15 @@ class FlowBuilder:
         node: type[Node] | Node | str,
         *,
         inputs: Mapping[str, str] | None = None,
+        max_rate: float | None = None,
         **options: Any,
     ) -> FlowBuilder:
         """Declare node ``id``; return the builder so calls chain.
 
         ``node`` is a Node subclass (built later with ``options`` as kwargs), a
         Node instance (used as is; no options), ``"package.module:Class"``, or
-        a registered node or connector name. Nothing is checked until
+        a registered node or connector name. ``max_rate``: at most that many
+        runs per second, coalescing to the newest item. Nothing is checked until
         :meth:`build`.
         """
         target: NodeTarget = UseTarget(node) if isinstance(node, str) else GivenTarget(node)
@@ -61,7 +63,7 @@ class FlowBuilder:
         ):
             target = ConnectorTarget(node)
         index = len(self._declared) + 1
-        declared = DeclaredNode(index, id, target, dict(inputs or {}), dict(options))
+        declared = DeclaredNode(index, id, target, dict(inputs or {}), dict(options), max_rate)
         self._declared.append(declared)
         return self
 

@@ -31,6 +31,7 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
     {
         "speech": "mediaflow.nodes.speech:SpeechNode",
         "recorder": "mediaflow.nodes.recorder:RecorderNode",
+        "timer": "mediaflow.nodes.timer:TimerNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(

@@ -113,6 +113,9 @@ class NodeSpec:
     input_kinds: Mapping[str, str]
     output_kinds: Mapping[str, str]
     is_source: bool
+    max_rate: float | None = None
+    """Runs per second at most (``max_rate`` in the flow file): items arriving
+    faster are coalesced to the newest, which runs when the window ends."""
 
 
 @dataclass(frozen=True)

@@ -334,3 +334,20 @@ def find_cycles(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[
                 on_path.add(step)
                 stack.append(iter(readers[step]))
     return cycles
+
+
+def check_max_rate(value: object, *, is_source: bool, problems: list[str]) -> float | None:
+    """``max_rate`` of a node: None, or a positive number of runs per second on a
+    node with inputs (a source's pace is its own). Appends what is wrong."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        problems.append(f"max_rate must be a positive number of runs per second, got {value!r}")
+        return None
+    if value == float("inf"):
+        problems.append("max_rate must be finite (leave it out for no limit)")
+        return None
+    if is_source:
+        problems.append("max_rate limits a node's inputs; a source has none (pace it itself)")
+        return None
+    return float(value)

@@ -18,6 +18,16 @@ per edge, claimed, acked and recorded as latest values in one transaction, so
 a backend can store and hand out a run with a few operations, not a few per
 item.
 
+Executors of one flow (``mediaflow run`` and any ``mediaflow worker``) share
+its *ordered* streams through leases (:meth:`WorkQueue.lease`): one holder
+per stream at a time, so a stream's items run in order on one process.
+
+An item delivered too often is dead-lettered (:meth:`WorkQueue.dead_letter`);
+an operator reads dead letters (:meth:`WorkQueue.dead_letters`,
+:meth:`WorkQueue.dead_letter_of`), puts one back to run again
+(:meth:`WorkQueue.requeue_dead_letter`) or discards it
+(:meth:`WorkQueue.delete_dead_letter`), naming it by :attr:`DeadLetter.id`.
+
 Storage lifecycle: :meth:`WorkQueue.live_digests` tells garbage collection
 which artifacts the queue still references; :meth:`WorkQueue.trim_dead_letters`
 and :meth:`WorkQueue.forget_flow` keep what a long-running flow leaves behind
@@ -126,11 +136,37 @@ class EmissionRun:
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """An item taken out of circulation, with the reason."""
+    """An item taken out of circulation, with the reason: what an operator reads
+    before requeueing it (:meth:`WorkQueue.requeue_dead_letter`) or discarding it
+    (:meth:`WorkQueue.delete_dead_letter`).
+
+    ``item`` is the item as it was when it died (its ``deliveries`` count the
+    attempts it had); ``dead_at`` is the Unix time of the ``dead_letter`` call.
+    """
 
     item: WorkItem
     reason: str
     dead_at: float
+    id: str = ""
+    """Names this dead letter for as long as it exists: unique within the
+    backend (across flows), never reused, the same from every handle and call.
+    Opaque and URL-safe (ASCII digits and ``-``; no flow name in it), so
+    ``/api/flows/{flow}/dead-letters/{id}`` can name it. Empty only for a
+    DeadLetter made outside a backend."""
+
+    @property
+    def flow(self) -> str:
+        return self.item.stream.flow
+
+    @property
+    def node(self) -> str:
+        """The node the item was for."""
+        return self.item.stream.node
+
+    @property
+    def deliveries(self) -> int:
+        """How many times the item was delivered before it died."""
+        return self.item.deliveries
 
 
 @dataclass(frozen=True)
@@ -146,6 +182,21 @@ class StreamBacklog:
     @property
     def total(self) -> int:
         return self.ready + self.pending + self.delayed
+
+
+@dataclass(frozen=True)
+class LeaseTable:
+    """Who runs which ordered stream of a flow, as a :meth:`WorkQueue.lease` call
+    left it: the live leases and the live executors (``members``, sorted)."""
+
+    holders: Mapping[StreamKey, str] = field(default_factory=dict)
+    members: tuple[str, ...] = ()
+    taken_over: frozenset[StreamKey] = frozenset()
+    """Streams this call acquired whose items pending to an earlier holder it
+    handed back (they run again, first, as redeliveries)."""
+
+    def held_by(self, consumer: str) -> frozenset[StreamKey]:
+        return frozenset(s for s, holder in self.holders.items() if holder == consumer)
 
 
 @dataclass(frozen=True)
@@ -281,7 +332,32 @@ class WorkQueue(Protocol):
         """Hand back every item ``consumer`` holds, now (it is known to be dead,
         e.g. a killed process on this host); the next claim counts a redelivery.
         Every delivery stays counted: nothing tells which items the dead
-        consumer had started."""
+        consumer had started. Its leases and memberships go too."""
+        ...
+
+    async def lease(
+        self,
+        flow: str,
+        consumer: str,
+        *,
+        ttl_ms: int,
+        hold: Sequence[StreamKey] = (),
+        acquire: Sequence[StreamKey] = (),
+        release: Sequence[StreamKey] = (),
+        leave: bool = False,
+    ) -> LeaseTable:
+        """One atomic step of sharing ``flow``'s ordered streams among executors.
+
+        ``consumer`` is recorded as a live member of the flow for ``ttl_ms``
+        (removed, with all its leases, if ``leave``); its leases on ``hold``
+        are renewed for ``ttl_ms`` (one it lost meanwhile stays lost); every
+        stream of ``acquire`` that nobody holds, or whose lease expired,
+        becomes its lease, and the stream's items still pending to another
+        consumer (the holder that lost it) are handed back to ready, keeping
+        their deliveries, so the new holder runs them first and in order;
+        leases on ``release`` are dropped. Expiry is judged by the backend's
+        clock. Returns the flow's live leases and members after the step.
+        """
         ...
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
@@ -289,7 +365,41 @@ class WorkQueue(Protocol):
         ...
 
     async def dead_letters(self, flow: str | None = None, limit: int = 100) -> list[DeadLetter]:
-        """The newest dead letters, optionally of one flow."""
+        """The newest dead letters, optionally of one flow, newest first."""
+        ...
+
+    async def dead_letter_of(self, flow: str, dead_id: str) -> DeadLetter | None:
+        """The dead letter of ``flow`` that ``dead_id`` names (see
+        :attr:`DeadLetter.id`), or None if ``flow`` has none by that id: never
+        had, requeued, deleted, trimmed, of another flow, or an id that is not
+        one this backend makes (a malformed id is not an error)."""
+        ...
+
+    async def requeue_dead_letter(self, flow: str, dead_id: str) -> WorkItem | None:
+        """Put the item of ``flow``'s dead letter ``dead_id`` back in its stream,
+        ready, and remove the dead letter, in ONE transaction; return the item
+        as now stored, or None (and change nothing) if ``flow`` has no such dead
+        letter (as :meth:`dead_letter_of` answers None).
+
+        The item keeps its kind, payload and ``deliveries``: the next claim
+        counts one more, so it runs again marked as a redelivery (and the
+        poison-item limit sees every attempt). It goes to the back of its
+        stream with a new ``entry_id`` and ``seq``, behind every item waiting
+        there (it does not overtake them); ``enqueued_at`` is the time of the
+        requeue. In a parked flow it waits, like any ready item, until the flow
+        is unparked (or stepped). Garbage collection sees its references
+        throughout (:meth:`live_digests` finds them in the dead letter or in
+        the item, never in neither).
+
+        Counted as one more enqueued item (:attr:`QueueStats.enqueued`), not as
+        one less dead-lettered; ``QueueStats.extra["requeued"]`` counts requeues.
+        """
+        ...
+
+    async def delete_dead_letter(self, flow: str, dead_id: str) -> bool:
+        """Discard ``flow``'s dead letter ``dead_id``; return whether there was one
+        (False, as :meth:`dead_letter_of` answers None, for an unknown, other
+        flow's or malformed id)."""
         ...
 
     async def move_due(self, now: float) -> int:

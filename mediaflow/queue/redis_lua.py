@@ -136,6 +136,16 @@ local note = reading()
 local n = tonumber(ARGV[4])
 local out = {}
 local claimable = {}
+-- Items claimed at enqueue are read by one XREADGROUP per stream: they are the
+-- stream's only undelivered items (nothing was ready before them), in order.
+local to_claim, order = {}, {}
+local function claim_now(name)
+  local k = to_claim[name]
+  if k and k > 0 then
+    redis.call('XREADGROUP', 'GROUP', GROUP, claim_for, 'COUNT', k, 'STREAMS', skey(name), '>')
+    to_claim[name] = 0
+  end
+end
 local i = 5
 for _ = 1, n do
   local name, kind, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -144,11 +154,13 @@ for _ = 1, n do
   local key = ensure_stream(name)
   if claimable[name] == nil then
     claimable[name] = claim_for ~= '' and not parked(flow_of(name)) and not has_ready(key, name)
+    order[#order + 1] = name
   end
   local seq = redis.call('HINCRBY', P .. ':seq', name, 1)
   local id = seq .. '-0'
   local delivered = 0
   if delay > 0 then
+    claim_now(name)
     undelivered_to_ready(key)
     redis.call('XADD', key, id, 'k', kind, 'p', payload, 't', NOW)
     redis.call('XREADGROUP', 'GROUP', GROUP, '~delayed', 'COUNT', 1, 'STREAMS', key, '>')
@@ -157,7 +169,7 @@ for _ = 1, n do
   else
     redis.call('XADD', key, id, 'k', kind, 'p', payload, 't', NOW)
     if claimable[name] and want then
-      redis.call('XREADGROUP', 'GROUP', GROUP, claim_for, 'COUNT', 1, 'STREAMS', key, '>')
+      to_claim[name] = (to_claim[name] or 0) + 1
       delivered = 1
     else
       claimable[name] = false
@@ -167,6 +179,7 @@ for _ = 1, n do
   out[#out + 1] = seq
   out[#out + 1] = delivered
 end
+for _, name in ipairs(order) do claim_now(name) end
 local n_acks = tonumber(ARGV[i])
 out[#out + 1] = ack_ids(i + 1, n_acks)
 i = i + 1 + 2 * n_acks

@@ -1,5 +1,6 @@
 """The Lua scripts of the Redis backend off the hot path: handing items back,
-reclaiming, dead letters, delayed items, the backlog and the storage lifecycle.
+reclaiming, dead letters (and an operator's requeue and delete of one), delayed
+items, the backlog and the storage lifecycle.
 
 See :mod:`mediaflow.queue.redis_lua` for the layout and the shared prelude.
 """
@@ -102,6 +103,65 @@ redis.call('SADD', P .. ':deadflows', flow)
 redis.call('HINCRBY', P .. ':stats', 'dead_lettered', 1)
 if reading() then gc_note(record .. reason) end
 return 1
+"""
+)
+
+# A dead letter's id (DeadLetter.id) is `<n>-<entry id in P:dead:<flow>>`: n, the
+# global counter, makes it unique across flows (two flows' dead streams can hold
+# the same entry id); the entry id finds it in one seek. The scripts below act
+# only on the entry of P:dead:<flow> at that id whose n matches.
+_DEAD_ENTRY: Final = r"""
+local function dead_entry(dkey, did, n)
+  local e = redis.call('XRANGE', dkey, did, did)[1]
+  if not e then return nil end
+  local f = e[2]
+  for i = 1, #f, 2 do
+    if f[i] == 'n' then
+      if f[i + 1] == n then return e end
+      return nil
+    end
+  end
+  return nil
+end
+"""
+
+# ARGV: P, now, flow, n, did (see above), then the item as the caller read it from
+# the dead letter: stream name, kind, payload, deliveries. The item joins the end
+# of its stream, ready (pending to ~ready, keeping its deliveries), enqueued now;
+# the dead letter goes. Returns the item's seq, or 0 (nothing changed) if the flow
+# has no such dead letter (any more).
+REQUEUE_DEAD: Final = (
+    PRELUDE
+    + _DEAD_ENTRY
+    + r"""
+local flow, n, did = ARGV[3], ARGV[4], ARGV[5]
+local name, kind, payload, deliveries = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
+local dkey = P .. ':dead:' .. flow
+if not dead_entry(dkey, did, n) then return 0 end
+local key = ensure_stream(name)
+local seq = redis.call('HINCRBY', P .. ':seq', name, 1)
+local id = seq .. '-0'
+redis.call('XADD', key, id, 'k', kind, 'p', payload, 't', NOW)
+-- ~ready goes before never-delivered items (see the layout): hand those to ~ready
+-- with it, so it stays behind them.
+undelivered_to_ready(key)
+redis.call('XCLAIM', key, GROUP, '~ready', 0, id, 'RETRYCOUNT', deliveries, 'JUSTID')
+redis.call('XDEL', dkey, did)
+redis.call('HINCRBY', P .. ':stats', 'requeued', 1)
+-- A garbage-collection read may have passed the stream and not reached the dead letter.
+if reading() then gc_note(payload) end
+return seq
+"""
+)
+
+# ARGV: P, now, flow, n, did. Returns 1 if the flow's dead letter went, else 0.
+DELETE_DEAD: Final = (
+    PRELUDE
+    + _DEAD_ENTRY
+    + r"""
+local dkey = P .. ':dead:' .. ARGV[3]
+if not dead_entry(dkey, ARGV[5], ARGV[4]) then return 0 end
+return redis.call('XDEL', dkey, ARGV[5])
 """
 )
 

@@ -22,11 +22,13 @@ import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import urlsplit
 
-from mediaflow.queue import redis_lua, redis_lua_admin
+from mediaflow.queue import redis_lua, redis_lua_admin, redis_lua_lease
 from mediaflow.queue.contract import (
     DeadLetter,
     EmissionRun,
+    LeaseTable,
     NewItem,
     QueueError,
     QueueStats,
@@ -37,6 +39,7 @@ from mediaflow.queue.contract import (
 )
 from mediaflow.queue.records import dead_record, dumps, per_flow
 from mediaflow.queue.redis_live import read_live_digests
+from mediaflow.queue.redis_once import RUN_ONCE, OnceCaller, resend_if_dropped, run_once
 from mediaflow.queue.redis_rows import (
     dead_letter_of,
     entry_id,
@@ -45,6 +48,7 @@ from mediaflow.queue.redis_rows import (
     latest_args,
     pairs,
     redact,
+    split_dead_id,
     split_entry_id,
     stream_key,
     stream_name,
@@ -53,6 +57,12 @@ from mediaflow.queue.redis_rows import (
 
 POLL_S: Final = 0.005
 """How often a blocking claim looks again for work (Lua scripts cannot block)."""
+CONNECT_TIMEOUT_S: Final = 5.0
+"""How long connecting may take (``?socket_connect_timeout=`` in the URL overrides)."""
+REPLY_TIMEOUT_S: Final = 30.0
+"""How long one reply may take, so a Redis that hangs (rather than refusing
+connections) is reported too; no command here blocks on the server
+(``?socket_timeout=`` in the URL overrides)."""
 
 
 class RedisQueue:
@@ -61,7 +71,11 @@ class RedisQueue:
     Opening connects lazily: the constructor checks the URL and needs no event
     loop; the first call connects. Every method raises
     :class:`~mediaflow.queue.contract.QueueUnavailable` when Redis cannot be
-    reached or refuses, and ``QueueError`` after :meth:`close`. ``prefix``
+    reached or refuses (naming the server, never its password, and the
+    operation), and ``QueueError`` after :meth:`close`. A call does not wait for
+    Redis to come back (but one whose answer was lost is sent again until Redis
+    answers, so it runs once: :mod:`.redis_once`); the next call, once Redis is
+    back, reconnects. ``prefix``
     namespaces the keys, so several installations (or tests) share one Redis.
     """
 
@@ -69,24 +83,51 @@ class RedisQueue:
         try:
             import redis
             import redis.asyncio
+            import redis.asyncio.retry
+            import redis.backoff
         except ImportError as exc:  # the ``redis`` extra
             raise QueueError(
                 "the Redis queue needs redis-py: pip install 'mediaflow[redis]'"
             ) from exc
         self.url = url
         self.prefix = prefix
-        self._errors = redis.RedisError  # what a call may raise: QueueUnavailable here
-        self._client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+        self._errors = (redis.RedisError, OSError)  # what a call may raise: QueueUnavailable here
+        self._unreachable = (redis.ConnectionError, redis.TimeoutError, OSError)
+        self._password = urlsplit(url).password
+        # No retries inside redis-py: a failed call raises QueueUnavailable at once
+        # and the engine retries with its own backoff (and reports the outage)
+        # instead of each call retrying for seconds unseen; and a retry there would
+        # hide whether a call was sent, which .redis_once must know. A pooled
+        # connection the server dropped (a restart) is replaced by sending again
+        # (.redis_once.resend_if_dropped). URL query options override these.
+        self._client = redis.asyncio.Redis.from_url(
+            url,
+            decode_responses=False,
+            retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0),
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            socket_timeout=REPLY_TIMEOUT_S,
+        )
         self._scripts = {
             name: self._client.register_script(
-                getattr(redis_lua, name, None) or getattr(redis_lua_admin, name)
+                getattr(redis_lua, name, None)
+                or getattr(redis_lua_admin, name, None)
+                or getattr(redis_lua_lease, name)
             )
             for name in (
                 "ENQUEUE", "CLAIM", "ACK", "PUT_LATEST", "TOUCH", "RELEASE",
                 "RELEASE_CONSUMER", "RECLAIM", "DEAD_LETTER", "MOVE_DUE", "BACKLOG",
-                "TRIM_DEAD", "FORGET_FLOW",
+                "TRIM_DEAD", "FORGET_FLOW", "LEASE", "DROP_CONSUMER", "REQUEUE_DEAD",
+                "DELETE_DEAD",
             )
         }  # fmt: skip
+        # Scripts that must not run twice when an answer is lost (see .redis_once).
+        self._once = {
+            name: self._client.register_script(
+                run_once(getattr(redis_lua, name, None) or getattr(redis_lua_admin, name))
+            )
+            for name in RUN_ONCE
+        }
+        self._once_caller = OnceCaller(self._unreachable)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -97,18 +138,37 @@ class RedisQueue:
         if self._closed:
             raise QueueError(f"redis queue {redact(self.url)} is closed")
         at = time.time() if now is None else now
+        argv = [self.prefix, repr(at), *args]
         try:
-            return await self._scripts[script](args=[self.prefix, repr(at), *args])
+            # A restarted Redis has forgotten the scripts: the script object
+            # answers NOSCRIPT by loading the script again (SCRIPT LOAD) and retrying.
+            once = self._once.get(script)
+            if once is not None:  # sent again while in doubt, run once
+                return await self._once_caller.call(once, argv)
+            plain = self._scripts[script]
+            return await resend_if_dropped(lambda: plain(args=argv), self._unreachable)
         except self._errors as exc:
-            raise QueueUnavailable(f"redis {redact(self.url)}: {exc}") from exc
+            raise self._unavailable(f"the {script} script", exc) from exc
 
     async def _call(self, *command: Any) -> Any:
         if self._closed:
             raise QueueError(f"redis queue {redact(self.url)} is closed")
         try:
-            return await self._client.execute_command(*command)  # type: ignore[no-untyped-call]
+            return await resend_if_dropped(
+                lambda: self._client.execute_command(*command),  # type: ignore[no-untyped-call]
+                self._unreachable,
+            )
         except self._errors as exc:
-            raise QueueUnavailable(f"redis {redact(self.url)}: {exc}") from exc
+            raise self._unavailable(str(command[0]), exc) from exc
+
+    def _unavailable(self, operation: str, exc: BaseException) -> QueueUnavailable:
+        """The error a failed call raises: which server (no password), which
+        operation, and what went wrong."""
+        detail = str(exc) or type(exc).__name__
+        if self._password:
+            detail = detail.replace(self._password, "***")
+        how = "unreachable during" if isinstance(exc, self._unreachable) else "refused"
+        return QueueUnavailable(f"redis {redact(self.url)} {how} {operation}: {detail}")
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -259,7 +319,36 @@ class RedisQueue:
 
     async def release_consumer(self, consumer: str) -> int:
         """See :meth:`WorkQueue.release_consumer`."""
-        return int(await self._run("RELEASE_CONSUMER", consumer))
+        released = int(await self._run("RELEASE_CONSUMER", consumer))
+        await self._run("DROP_CONSUMER", consumer)
+        return released
+
+    async def lease(
+        self,
+        flow: str,
+        consumer: str,
+        *,
+        ttl_ms: int,
+        hold: Sequence[StreamKey] = (),
+        acquire: Sequence[StreamKey] = (),
+        release: Sequence[StreamKey] = (),
+        leave: bool = False,
+    ) -> LeaseTable:
+        """See :meth:`WorkQueue.lease`: one script (:mod:`.redis_lua_lease`),
+        expiry by the Redis server's clock."""
+        args: list[Any] = [flow, consumer, int(ttl_ms), "1" if leave else "0"]
+        for streams in (hold, acquire, release):
+            args.append(len(streams))
+            args.extend(s.node for s in streams)
+        holders, members, taken, _handed = await self._run("LEASE", *args)
+        return LeaseTable(
+            {
+                StreamKey(flow, holders[i].decode()): holders[i + 1].decode()
+                for i in range(0, len(holders), 2)
+            },
+            tuple(sorted(m.decode() for m in members)),
+            frozenset(StreamKey(flow, node.decode()) for node in taken),
+        )
 
     async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
         """See :meth:`WorkQueue.reclaim_stale`."""
@@ -279,13 +368,55 @@ class RedisQueue:
             flows = [flow]
         rows: list[tuple[int, DeadLetter]] = []
         for name in flows:
-            for _rid, raw in await self._call(
+            for rid, raw in await self._call(
                 "XREVRANGE", self.key("dead", name), "+", "-", "COUNT", limit
             ):
                 fields = dict(pairs(raw))
-                rows.append((int(fields[b"n"]), dead_letter_of(fields)))
+                rows.append((int(fields[b"n"]), dead_letter_of(rid, fields)))
         rows.sort(key=lambda row: row[0], reverse=True)
         return [letter for _, letter in rows[:limit]]
+
+    async def dead_letter_of(self, flow: str, dead_id: str) -> DeadLetter | None:
+        """See :meth:`WorkQueue.dead_letter_of`. The id is ``<n>-<entry id>``: the
+        dead letter's number (one counter for every flow) and its entry in the
+        flow's dead-letter stream, found with one ``XRANGE``."""
+        parsed = split_dead_id(dead_id)
+        if parsed is None:
+            return None
+        n, did = parsed
+        for rid, raw in await self._call("XRANGE", self.key("dead", flow), did, did):
+            fields = dict(pairs(raw))
+            if text(fields.get(b"n", b"")) == n:
+                return dead_letter_of(rid, fields)
+        return None
+
+    async def requeue_dead_letter(self, flow: str, dead_id: str) -> WorkItem | None:
+        """See :meth:`WorkQueue.requeue_dead_letter`. Reads the dead letter, then
+        one script moves it if it is still there (else None, nothing changed).
+        The item takes the stream's next seq, so it is claimed after every item
+        waiting; to stay behind those never delivered, it turns them into items
+        handed back (``~ready``), one step each, as a delayed enqueue does.
+        Never requeues twice: run again (an answer lost), the script finds no
+        dead letter and changes nothing."""
+        parsed = split_dead_id(dead_id)
+        letter = None if parsed is None else await self.dead_letter_of(flow, dead_id)
+        if parsed is None or letter is None:
+            return None
+        item = letter.item
+        now = time.time()
+        args = [stream_name(item.stream), item.kind, dumps(item.payload), item.deliveries]
+        seq = int(await self._run("REQUEUE_DEAD", flow, *parsed, *args, now=now))
+        if seq == 0:
+            return None
+        stored = entry_id(item.stream, seq)
+        return WorkItem(stored, item.stream, item.kind, item.payload, seq, item.deliveries, now)
+
+    async def delete_dead_letter(self, flow: str, dead_id: str) -> bool:
+        """See :meth:`WorkQueue.delete_dead_letter` (one script)."""
+        parsed = split_dead_id(dead_id)
+        if parsed is None:
+            return False
+        return int(await self._run("DELETE_DEAD", flow, *parsed)) > 0
 
     async def move_due(self, now: float) -> int:
         """See :meth:`WorkQueue.move_due`."""
@@ -327,7 +458,8 @@ class RedisQueue:
         return {text(f): (int(v) if text(v) else None) for f, v in pairs(raw)}
 
     async def stats(self) -> QueueStats:
-        """Counters kept in Redis. ``extra``: ``backend``, ``url`` (no password), ``prefix``."""
+        """Counters kept in Redis. ``extra``: ``backend``, ``url`` (no password),
+        ``prefix``, ``requeued`` (dead letters put back)."""
         counters = {
             text(f): int(v) for f, v in pairs(await self._call("HGETALL", self.key("stats")))
         }
@@ -341,7 +473,12 @@ class RedisQueue:
             redelivered=counters.get("redelivered", 0),
             backlog=sum(b.total for b in backlog.values()),
             parked_flows=tuple(sorted(parked)),
-            extra={"backend": "redis", "url": redact(self.url), "prefix": self.prefix},
+            extra={
+                "backend": "redis",
+                "url": redact(self.url),
+                "prefix": self.prefix,
+                "requeued": counters.get("requeued", 0),
+            },
         )
 
     # -- storage lifecycle ---------------------------------------------------

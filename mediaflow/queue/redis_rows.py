@@ -1,14 +1,16 @@
 """Between Python values and the Redis backend's script arguments and replies.
 
-Pure: names and ids, the flat replies of :mod:`.redis_lua`'s scripts turned into
-:class:`~mediaflow.queue.contract.WorkItem` s, latest values and dead letters.
+Pure: names and ids (dead letters' too), the flat replies of :mod:`.redis_lua`'s
+scripts turned into :class:`~mediaflow.queue.contract.WorkItem` s, latest values
+and dead letters.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mediaflow.queue.contract import DeadLetter, StreamKey, WorkItem
@@ -98,8 +100,30 @@ def latest_args(latest: Mapping[tuple[str, str, str], Any] | None) -> list[str]:
     return args
 
 
-def dead_letter_of(fields: Mapping[Any, Any]) -> DeadLetter:
-    """A dead letter from its stream entry's fields (``r`` record, ``why``, ``at``)."""
+def dead_letter_of(rid: Any, fields: Mapping[Any, Any]) -> DeadLetter:
+    """A dead letter from its entry in ``P:dead:<flow>``: its id there, and its
+    fields (``r`` record, ``why``, ``at``, ``n``)."""
     return DeadLetter(
-        item_of_record(fields[b"r"]), text(fields[b"why"]), float(text(fields[b"at"]))
+        item_of_record(fields[b"r"]),
+        text(fields[b"why"]),
+        float(text(fields[b"at"])),
+        f"{text(fields[b'n'])}-{text(rid)}",
     )
+
+
+_DEAD_ID: Final = re.compile(r"([0-9]{1,19})-([0-9]{1,20})-([0-9]{1,20})")
+
+
+def split_dead_id(dead_id: str) -> tuple[str, str] | None:
+    """``(n, entry id in P:dead:<flow>)`` of a dead letter's id (``<n>-<ms>-<seq>``,
+    as :func:`dead_letter_of` writes it), None for any other text (an entry id
+    Redis would refuse included)."""
+    found = _DEAD_ID.fullmatch(dead_id)
+    if found is None:
+        return None
+    n, ms, seq = (int(part) for part in found.groups())
+    if not (0 < n < 1 << 63 and ms < 1 << 64 and seq < 1 << 64):
+        return None
+    if f"{n}-{ms}-{seq}" != dead_id:  # one spelling per dead letter (no leading zeros)
+        return None
+    return str(n), f"{ms}-{seq}"

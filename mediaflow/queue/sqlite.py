@@ -12,7 +12,8 @@ item. Operations run inline on the event loop while the file is free and move
 to a worker thread while another process holds it (see
 :mod:`mediaflow.queue.sqlite_db`); the SQL of each operation is in
 :mod:`mediaflow.queue.sqlite_tx`, its parameters are built by
-:mod:`mediaflow.queue.sqlite_rows`, and the storage lifecycle is in
+:mod:`mediaflow.queue.sqlite_rows`, an operator's handling of dead letters is
+in :mod:`mediaflow.queue.sqlite_dead`, and the storage lifecycle is in
 :mod:`mediaflow.queue.sqlite_lifecycle` and :mod:`mediaflow.queue.sqlite_live`.
 """
 
@@ -25,11 +26,13 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from mediaflow.queue import sqlite_dead, sqlite_leases
 from mediaflow.queue import sqlite_lifecycle as lifecycle
 from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import (
     DeadLetter,
     EmissionRun,
+    LeaseTable,
     NewItem,
     QueueStats,
     StreamBacklog,
@@ -40,7 +43,7 @@ from mediaflow.queue.records import dead_record, dumps, per_flow
 from mediaflow.queue.sqlite_db import SqliteDb, SyncMode
 from mediaflow.queue.sqlite_lifecycle import TRIM_CHUNK as TRIM_CHUNK
 from mediaflow.queue.sqlite_live import live_digests
-from mediaflow.queue.sqlite_rows import id_ranges, latest_rows, parse_ids, run_rows
+from mediaflow.queue.sqlite_rows import dead_row_id, id_ranges, latest_rows, parse_ids, run_rows
 from mediaflow.queue.sqlite_tx import Transactions
 
 DB_FILENAME: Final = "queue.sqlite3"
@@ -258,6 +261,34 @@ class SqliteQueue:
             self._made_claimable()
         return released
 
+    async def lease(
+        self,
+        flow: str,
+        consumer: str,
+        *,
+        ttl_ms: int,
+        hold: Sequence[StreamKey] = (),
+        acquire: Sequence[StreamKey] = (),
+        release: Sequence[StreamKey] = (),
+        leave: bool = False,
+    ) -> LeaseTable:
+        """See :meth:`WorkQueue.lease`; one transaction (:mod:`.sqlite_leases`)."""
+        table, handed_back = await self._db.run(
+            sqlite_leases.lease,
+            self._tx,
+            flow,
+            consumer,
+            time.time(),
+            ttl_ms / 1000,
+            hold,
+            acquire,
+            release,
+            leave,
+        )
+        if handed_back:
+            self._made_claimable()
+        return table
+
     async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
         """See :meth:`WorkQueue.reclaim_stale`. Returns the items released or
         claimed, oldest first, with ``deliveries`` as now stored: a release
@@ -280,6 +311,32 @@ class SqliteQueue:
     async def dead_letters(self, flow: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """See :meth:`WorkQueue.dead_letters`; newest first."""
         return await self._db.run(self._tx.dead_letters, flow, limit)
+
+    async def dead_letter_of(self, flow: str, dead_id: str) -> DeadLetter | None:
+        """See :meth:`WorkQueue.dead_letter_of`. A dead letter's id is its row id
+        in decimal (:mod:`.sqlite_dead`)."""
+        row_id = dead_row_id(dead_id)
+        if row_id is None:
+            return None
+        return await self._db.run(sqlite_dead.dead_letter_of, self._tx, flow, row_id)
+
+    async def requeue_dead_letter(self, flow: str, dead_id: str) -> WorkItem | None:
+        """See :meth:`WorkQueue.requeue_dead_letter`; one transaction. The item
+        takes the stream's next seq, so it is claimed after every item waiting."""
+        row_id = dead_row_id(dead_id)
+        if row_id is None:
+            return None
+        item = await self._db.run(sqlite_dead.requeue, self._tx, flow, row_id, time.time())
+        if item is not None:
+            self._made_claimable()
+        return item
+
+    async def delete_dead_letter(self, flow: str, dead_id: str) -> bool:
+        """See :meth:`WorkQueue.delete_dead_letter`."""
+        row_id = dead_row_id(dead_id)
+        if row_id is None:
+            return False
+        return await self._db.run(sqlite_dead.delete, self._tx, flow, row_id)
 
     async def move_due(self, now: float) -> int:
         """See :meth:`WorkQueue.move_due`. A moved item keeps the place its id gives
@@ -322,9 +379,9 @@ class SqliteQueue:
         return await self._db.run(self._tx.parked)
 
     async def stats(self) -> QueueStats:
-        """Counters persisted in the file. ``extra``: ``backend``, ``path``, and
-        ``busy_fallbacks``, how many operations of this handle had to wait for
-        another process's lock."""
+        """Counters persisted in the file. ``extra``: ``backend``, ``path``,
+        ``busy_fallbacks`` (how many operations of this handle had to wait for
+        another process's lock) and ``requeued`` (dead letters put back)."""
         return await self._db.run(self._tx.stats)
 
     # -- storage lifecycle ---------------------------------------------------

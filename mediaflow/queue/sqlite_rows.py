@@ -6,6 +6,8 @@ file is locked), so that a bad argument raises before anything is written:
 - entry ids become integers, or ranges of consecutive ones (an ack of a batch
   is one ``DELETE ... BETWEEN`` instead of one per item);
 - latest values become rows;
+- a dead letter's id becomes its row id (an id that is not one is simply not
+  found);
 - an :class:`~mediaflow.queue.contract.EmissionRun` becomes ONE JSON array of
   its values, plus the text its items' payloads start and end with: SQLite
   then builds one row per element itself (``json_each``), so the values are
@@ -97,6 +99,16 @@ def _one_range(entry_ids: Sequence[str]) -> IdRange | None:
     if last - first + 1 == len(ids) and first > 0 and last < _ID_END:
         return first, last
     return None
+
+
+def dead_row_id(dead_id: str) -> int | None:
+    """The row id a dead letter's id names (the id is the row id in decimal, as
+    :func:`~mediaflow.queue.sqlite_tx.dead_letter_of_row` writes it), None for
+    any other text."""
+    if not (0 < len(dead_id) <= 19 and dead_id.isascii() and dead_id.isdigit()):
+        return None
+    row_id = int(dead_id)
+    return row_id if 0 < row_id < _ID_END and str(row_id) == dead_id else None
 
 
 def latest_rows(

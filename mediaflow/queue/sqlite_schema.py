@@ -25,13 +25,17 @@ consecutive items deletes one key range, so both cost a few µs per item.
   each from its index alone.
 - ``counters`` is one row, so a transaction bumps its counters with one
   UPDATE. "enqueued" needs no counter: it is the sum of the streams' next seqs.
+  Counters of rarer events, added later, are rows of ``tallies``.
+- A dead letter is a row of ``dead`` holding its item as one JSON record
+  (:mod:`mediaflow.queue.records`); requeueing one inserts its item afresh at
+  the end of its stream and deletes the row, in one transaction.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 4
 
 SEQ_BITS: Final = 44
 MAX_SEQ: Final = (1 << SEQ_BITS) - 1
@@ -89,12 +93,29 @@ CREATE TABLE IF NOT EXISTS counters (
     redelivered INTEGER NOT NULL DEFAULT 0
 );
 INSERT OR IGNORE INTO counters (id) VALUES (1);
+CREATE TABLE IF NOT EXISTS tallies (
+    name TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS latest (
     flow TEXT NOT NULL,
     node TEXT NOT NULL,
     port TEXT NOT NULL,
     value TEXT NOT NULL,
     PRIMARY KEY (flow, node, port)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    flow TEXT NOT NULL,
+    node TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (flow, node)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS members (
+    flow TEXT NOT NULL,
+    consumer TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (flow, consumer)
 ) WITHOUT ROWID;
 """
 
@@ -171,6 +192,34 @@ RELEASE_CONSUMER: Final = (
     "UPDATE items SET state = 0, consumer = NULL WHERE state = 1 AND consumer = ?"
 )
 
+# Leases (see mediaflow.queue.sqlite_leases).
+JOIN_MEMBER: Final = (
+    "INSERT INTO members (flow, consumer, expires_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (flow, consumer) DO UPDATE SET expires_at = excluded.expires_at"
+)
+LEAVE_MEMBER: Final = "DELETE FROM members WHERE flow = ? AND consumer = ?"
+RENEW_LEASE: Final = (
+    "UPDATE leases SET expires_at = ? WHERE flow = ? AND node = ? AND holder = ? AND expires_at > ?"
+)
+TAKE_LEASE: Final = """
+INSERT INTO leases (flow, node, holder, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (flow, node) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.expires_at <= ?5 OR leases.holder = excluded.holder
+"""
+DROP_LEASE: Final = "DELETE FROM leases WHERE flow = ? AND node = ? AND holder = ?"
+DROP_LEASES_OF: Final = "DELETE FROM leases WHERE flow = ? AND holder = ?"
+DROP_ALL_LEASES_OF: Final = "DELETE FROM leases WHERE holder = ?"
+DROP_ALL_MEMBERSHIPS_OF: Final = "DELETE FROM members WHERE consumer = ?"
+LIVE_LEASES: Final = "SELECT node, holder FROM leases WHERE flow = ? AND expires_at > ?"
+LIVE_MEMBERS: Final = (
+    "SELECT consumer FROM members WHERE flow = ? AND expires_at > ? ORDER BY consumer"
+)
+# Items of stream ids ?1..?2 pending to anyone but ?3: a lease's earlier holder's.
+HAND_BACK: Final = (
+    "UPDATE items SET state = 0, consumer = NULL "
+    "WHERE id BETWEEN ?1 AND ?2 AND state = 1 AND consumer != ?3"
+)
+
 RECLAIM_TO_READY: Final = """
 UPDATE items SET state = 0, consumer = NULL
 WHERE state = 1 AND touched_at <= ?
@@ -184,11 +233,15 @@ RETURNING id, kind, payload, deliveries, enqueued_at
 
 MOVE_DUE: Final = "UPDATE items SET state = 0 WHERE state = 2 AND available_at <= ?"
 
+# A dead letter's id (its DeadLetter.id, in decimal) is its row id: AUTOINCREMENT
+# never hands one out twice, even after the newest rows are deleted.
 INSERT_DEAD: Final = "INSERT INTO dead (flow, item, reason, dead_at) VALUES (?, ?, ?, ?)"
-DEAD_ALL: Final = "SELECT item, reason, dead_at FROM dead ORDER BY id DESC LIMIT ?"
+DEAD_ALL: Final = "SELECT item, reason, dead_at, id FROM dead ORDER BY id DESC LIMIT ?"
 DEAD_OF_FLOW: Final = (
-    "SELECT item, reason, dead_at FROM dead WHERE flow = ? ORDER BY id DESC LIMIT ?"
+    "SELECT item, reason, dead_at, id FROM dead WHERE flow = ? ORDER BY id DESC LIMIT ?"
 )
+DEAD_BY_ID: Final = "SELECT item, reason, dead_at, id FROM dead WHERE id = ? AND flow = ?"
+DELETE_DEAD: Final = "DELETE FROM dead WHERE id = ? AND flow = ?"
 
 # (stream id, state, count, oldest id) from the three partial indexes alone.
 BACKLOG: Final = " UNION ALL ".join(
@@ -211,6 +264,13 @@ UNPARK: Final = "DELETE FROM parked WHERE flow = ?"
 ADD_ACKED: Final = "UPDATE counters SET acked = acked + ? WHERE id = 1"
 ADD_DEAD: Final = "UPDATE counters SET dead_lettered = dead_lettered + 1 WHERE id = 1"
 ADD_REDELIVERED: Final = "UPDATE counters SET redelivered = redelivered + ? WHERE id = 1"
+# Counters added after the counters row was laid out, one row each (so adding one
+# needs no ALTER TABLE): "requeued" (dead letters put back).
+ADD_TALLY: Final = (
+    "INSERT INTO tallies (name, n) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET n = n + excluded.n"
+)
+TALLIES: Final = "SELECT name, n FROM tallies"
 
 _STREAM_TOP = (
     f"(SELECT i.id FROM items AS i WHERE i.id BETWEEN s.id << {SEQ_BITS} "

@@ -70,6 +70,28 @@ class Transactions:
             self._remember(StreamKey(stream.flow, stream.node), sid)
         return sid
 
+    def stream_span(self, stream: StreamKey) -> tuple[int, int] | None:
+        """The id range of ``stream``'s items, None if nothing was ever enqueued to it."""
+        sid = self._stream_id(stream)
+        return None if sid is None else sql.span(sid)
+
+    def append_ready(self, item: WorkItem, payload: str, now: float) -> tuple[StreamKey, int, int]:
+        """Inside a write transaction: append ``item`` (``payload`` its JSON) to
+        the end of its stream (created if need be), ready and keeping its
+        ``deliveries``, enqueued at ``now``; return its stream's key, its id
+        and its seq."""
+        sid = self._stream_id(item.stream)
+        if sid is None:  # not cached: the transaction may roll back
+            sid = self._new_stream_id(item.stream)
+        lo, hi = sql.span(sid)
+        seq: int = self.db.cursor.execute(sql.STREAM_STATE, (lo, hi, sid)).fetchone()[0]
+        if seq > sql.MAX_SEQ:
+            raise QueueError(f"stream {item.stream} has run out of sequence numbers")
+        row = (lo + seq, item.kind, payload, sql.READY, None, None, None, item.deliveries, now)
+        self.db.cursor.execute(sql.INSERT_ITEM, row)
+        key = self._stream_keys.get(sid) or StreamKey(item.stream.flow, item.stream.node)
+        return key, lo + seq, seq
+
     def _new_stream_id(self, stream: StreamKey) -> int:
         """The id of ``stream``, created if need be. Not cached here: the row may
         be rolled back with the transaction, and its id given to another stream."""
@@ -309,7 +331,10 @@ class Transactions:
     def release_consumer(self, consumer: str) -> int:
         with self.db.write as cur:
             cur.execute(sql.RELEASE_CONSUMER, (consumer,))
-            return cur.rowcount
+            released = cur.rowcount
+            cur.execute(sql.DROP_ALL_LEASES_OF, (consumer,))
+            cur.execute(sql.DROP_ALL_MEMBERSHIPS_OF, (consumer,))
+            return released
 
     def write_many(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run ``statement`` once per row in one transaction; return the rows changed."""
@@ -343,7 +368,7 @@ class Transactions:
             rows = cur.execute(sql.DEAD_ALL, (limit,)).fetchall()
         else:
             rows = cur.execute(sql.DEAD_OF_FLOW, (flow, limit)).fetchall()
-        return [DeadLetter(item_of_record(record), reason, at) for record, reason, at in rows]
+        return [dead_letter_of_row(row) for row in rows]
 
     # -- looking at the queue ------------------------------------------------
 
@@ -367,9 +392,17 @@ class Transactions:
         with self.db.read as cur:
             enqueued, acked, dead, redelivered, backlog = cur.execute(sql.STATS).fetchone()
             parked = sorted(flow for flow, _steps in cur.execute(sql.PARKED).fetchall())
+            tallies = dict(cur.execute(sql.TALLIES).fetchall())
         extra = {
             "backend": "sqlite",
             "path": str(self.db.path),
             "busy_fallbacks": self.db.busy_fallbacks,
+            "requeued": tallies.get("requeued", 0),
         }
         return QueueStats(enqueued, acked, dead, redelivered, backlog, tuple(parked), extra)
+
+
+def dead_letter_of_row(row: tuple[str, str, float, int]) -> DeadLetter:
+    """A dead letter from its row: (item record, reason, dead_at, row id)."""
+    record, reason, dead_at, row_id = row
+    return DeadLetter(item_of_record(record), reason, dead_at, str(row_id))

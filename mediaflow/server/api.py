@@ -22,7 +22,12 @@ from mediaflow.flows.spec import NAME_RE
 from mediaflow.queue import QueueError, StreamBacklog, StreamKey
 from mediaflow.server.artifacts import error
 from mediaflow.server.state import STATE, AppState
-from mediaflow.server.views import flow_summary, live_flow_view, stored_flow_view
+from mediaflow.server.views import (
+    control_state,
+    flow_summary,
+    live_flow_view,
+    stored_flow_view,
+)
 
 log = logging.getLogger("mediaflow.http")
 
@@ -88,6 +93,7 @@ async def flow_view(
             backlog=backlog,
             run=run,
             now=now,
+            control=control_state(snapshot),
         )
     latest = await queue_latest(state, name)
     if not latest and run is None and not any(s.flow == name for s in backlog):

@@ -15,12 +15,14 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from mediaflow.server import api, artifacts, auth, cors, metrics, sse, uploads, wall
+from mediaflow.server import api, artifacts, auth, control, cors, links, metrics, sse, uploads, wall
 from mediaflow.server.settings import DEFAULT_HOST, DEFAULT_PORT
 from mediaflow.server.state import STATE, Answered, AppState
 from mediaflow.server.transfer import PrepareHook
 
 access_log = logging.getLogger("mediaflow.http.access")
+# Credentials in a query (the token link, a wall link) never reach the access log.
+SECRET_PARAMS = ("token", "link")
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"})
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -28,6 +30,12 @@ SHUTDOWN_TIMEOUT_S = 5.0
 # reading and discarding the body for this long so the client sees the answer
 # instead of a reset; its default (10 s) holds a refused 100-continue client too long.
 LINGERING_S = 2.0
+
+
+def _logged_target(request: web.BaseRequest) -> str:
+    if request.query_string and not request.query.keys().isdisjoint(SECRET_PARAMS):
+        return request.path
+    return request.path_qs
 
 
 def _response_recorder(
@@ -55,7 +63,7 @@ def _response_recorder(
                 '%s "%s %s" %d %s',
                 request.remote,
                 method,
-                request.path_qs if "token=" not in request.query_string else request.path,
+                _logged_target(request),
                 status,
                 response.content_length if response.content_length is not None else "-",
             )
@@ -89,9 +97,11 @@ def create_app(state: AppState) -> web.Application:
     artifacts.add_routes(app)
     uploads.add_routes(app)
     api.add_routes(app)
+    control.add_routes(app)
     sse.add_routes(app)
     metrics.add_routes(app)
     wall.add_routes(app)
+    links.add_routes(app)
     return app
 
 

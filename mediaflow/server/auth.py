@@ -9,6 +9,10 @@
   address bar. The cookie holds an HMAC of the token, not the token: it opens
   reads only, and cannot be replayed as a Bearer token for writes.
   ``/healthz`` stays open (liveness probes carry no secrets and reveal none).
+* Wall links (:mod:`.links`): with reads locked, a read carrying no token
+  credential but a link (``/?link=...`` once, then its cookie; or
+  ``Authorization: Link <link>``) reads that one flow only. A write carrying
+  a link and not the token is 403: links never write.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import hmac
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from mediaflow.server import links
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.state import STATE
 
 COOKIE = "mediaflow_wall"
 COOKIE_MAX_AGE = 30 * 24 * 3600
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LINK_METHODS = frozenset({"GET", "HEAD"})
 OPEN_PATHS = frozenset({"/healthz"})
 
 
@@ -75,22 +81,32 @@ def check(request: web.BaseRequest, settings: ServerSettings) -> web.Response | 
             return None
     elif bearer_ok(request, token):
         return None
+    elif links.presented(request) is not None:
+        return links.read_only()
     return unauthorized(request, presented="Authorization" in request.headers)
 
 
 def middleware(
     settings: ServerSettings,
 ) -> Middleware:
-    """The auth middleware; the token link ``/?token=`` is let through to :func:`token_link`."""
+    """The auth middleware; the token link ``/?token=`` is let through to :func:`token_link`,
+    a wall link ``/?link=`` is answered by :func:`.links.landing`, and a read the token
+    does not open but a link does goes to :func:`.links.serve_scoped`."""
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path == "/" and "token" in request.query:
-            return await handler(request)
+        if request.path == "/":
+            if "token" in request.query:
+                return await handler(request)
+            if "link" in request.query and request.method in LINK_METHODS:
+                return links.landing(request)
         refused = check(request, settings)
-        if refused is not None:
-            return refused
-        return await handler(request)
+        if refused is None:
+            return await handler(request)
+        link = links.presented(request) if request.method in SAFE_METHODS else None
+        if link is not None:
+            return await links.serve_scoped(request, handler, link)
+        return refused
 
     return authenticate
 

@@ -14,6 +14,7 @@ from mediaflow.config import ConfigError, env_float, env_int
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_MAX_UPLOAD = 4 << 30  # 4 GiB
+DAY_S = 24 * 3600.0
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -39,6 +40,10 @@ class ServerSettings:
     comma-separated; ``*`` for any); empty means CORS is off.
     ``max_upload``: largest artifact a PUT may store, bytes (``MEDIAFLOW_MAX_UPLOAD``).
     ``sendfile``: zero-copy transfers (``MEDIAFLOW_SENDFILE=0`` forces chunked reads).
+    ``link_default_s`` / ``link_max_s``: lifetime of a wall link when its maker does
+    not say, and the longest allowed (``MEDIAFLOW_LINK_DEFAULT_S``,
+    ``MEDIAFLOW_LINK_MAX_S``); ``link_history``: digests remembered per port for
+    links (``MEDIAFLOW_LINK_HISTORY``); see :mod:`mediaflow.server.links`.
     """
 
     token: str | None = None
@@ -49,6 +54,9 @@ class ServerSettings:
     heartbeat_s: float = 15.0  # MEDIAFLOW_SSE_HEARTBEAT_S: SSE comment lines keep proxies open
     open_files: int = 256  # MEDIAFLOW_OPEN_FILES: artifacts kept open between requests
     inline_max: int = 16 * 1024  # MEDIAFLOW_INLINE_MAX: bodies up to this size go in one write
+    link_default_s: float = DAY_S
+    link_max_s: float = 30 * DAY_S
+    link_history: int = 1024
 
     def __post_init__(self) -> None:
         if self.lock_reads and not self.token:
@@ -57,6 +65,12 @@ class ServerSettings:
             raise ConfigError("MEDIAFLOW_TOKEN is set but empty")
         if self.max_upload < 0:
             raise ConfigError("MEDIAFLOW_MAX_UPLOAD must not be negative")
+        if not 1 <= self.link_default_s <= self.link_max_s:
+            raise ConfigError(
+                "MEDIAFLOW_LINK_DEFAULT_S must be at least 1 and at most MEDIAFLOW_LINK_MAX_S"
+            )
+        if self.link_history < 1:
+            raise ConfigError("MEDIAFLOW_LINK_HISTORY must be at least 1")
 
     @classmethod
     def from_env(cls) -> ServerSettings:
@@ -66,6 +80,7 @@ class ServerSettings:
             for o in os.environ.get("MEDIAFLOW_CORS_ORIGINS", "").split(",")
             if o.strip()
         )
+        link_max_s = env_float("MEDIAFLOW_LINK_MAX_S", d.link_max_s, minimum=1)
         return cls(
             token=os.environ.get("MEDIAFLOW_TOKEN") or None,
             lock_reads=_env_flag("MEDIAFLOW_LOCK_READS", d.lock_reads),
@@ -75,4 +90,10 @@ class ServerSettings:
             heartbeat_s=env_float("MEDIAFLOW_SSE_HEARTBEAT_S", d.heartbeat_s, minimum=0.01),
             open_files=env_int("MEDIAFLOW_OPEN_FILES", d.open_files, minimum=1),
             inline_max=env_int("MEDIAFLOW_INLINE_MAX", d.inline_max),
+            # A lower MEDIAFLOW_LINK_MAX_S alone lowers the default with it.
+            link_default_s=env_float(
+                "MEDIAFLOW_LINK_DEFAULT_S", min(d.link_default_s, link_max_s), minimum=1
+            ),
+            link_max_s=link_max_s,
+            link_history=env_int("MEDIAFLOW_LINK_HISTORY", d.link_history, minimum=1),
         )

@@ -6,7 +6,8 @@ line of JSON (``Event.to_json()``). A client that reconnects sends
 that is still in the bus's ring, then live ones; events that already left
 the ring are announced by an ``events_dropped`` event (``missed``, ``after``).
 ``?types=a,b`` keeps only those types; ``?after=N`` is ``Last-Event-ID`` for
-clients that cannot set headers.
+clients that cannot set headers. A reader let in by a wall link
+(:mod:`.links`) gets only the events of the link's flow.
 
 Backpressure: the bus never waits for a reader. Each connection reads from a
 bounded subscription (drop-oldest); a reader slower than the engine loses
@@ -25,6 +26,7 @@ from aiohttp import web
 
 from mediaflow.engine.events import Event, Subscription
 from mediaflow.server.artifacts import error
+from mediaflow.server.links import SCOPE
 from mediaflow.server.state import STATE
 
 SUBSCRIPTION_SIZE = 1000
@@ -79,7 +81,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     try:
         await response.prepare(request)
         await response.write(b"retry: 2000\n\n")
-        await _pump(response, subscription, state.settings.heartbeat_s)
+        scope = request.get(SCOPE)  # a wall link's reader: its flow's events only
+        flow = None if scope is None else scope.flow
+        await _pump(response, subscription, state.settings.heartbeat_s, flow)
     except (ConnectionError, RuntimeError):
         pass  # the client went away (aiohttp raises these on a closed transport)
     finally:
@@ -89,9 +93,13 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _pump(
-    response: web.StreamResponse, subscription: Subscription, heartbeat_s: float
+    response: web.StreamResponse,
+    subscription: Subscription,
+    heartbeat_s: float,
+    flow: str | None = None,
 ) -> None:
-    """Copy events to the client until the subscription closes (app shutdown)."""
+    """Copy events to the client until the subscription closes (app shutdown); with
+    ``flow``, only events whose ``flow`` is it (and the stream's own drop notes)."""
     reported_drops = 0
     while True:
         event = await subscription.get(timeout=heartbeat_s)
@@ -105,6 +113,8 @@ async def _pump(
             reported_drops = subscription.dropped
             note: dict[str, Any] = {"missed": missed, "reason": "slow reader"}
             await response.write(format_event(Event(0, "events_dropped", event.time, note)))
+        if flow is not None and event.id != 0 and event.data.get("flow") != flow:
+            continue
         await response.write(format_event(event))
 
 

@@ -9,13 +9,20 @@ the wire: a media reference as its JSON object (``digest``, ``media_type``,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
+from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state_store import RunRecord
 from mediaflow.flows import FlowSpec
 from mediaflow.media import MEDIA_KINDS, present_value
-from mediaflow.queue import StreamBacklog, StreamKey
+from mediaflow.queue import DeadLetter, StreamBacklog, StreamKey, WorkItem
+
+PREVIEW_CHARS = 300
+"""A dead letter's payload is shown as at most this many characters of its JSON."""
+REASON_CHARS = 2000
 
 
 def guess_kind(encoded: Any) -> str:
@@ -67,10 +74,12 @@ def live_flow_view(
     backlog: Mapping[StreamKey, StreamBacklog],
     run: RunRecord | None,
     now: float,
+    control: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A running flow: every node and port from its spec, with live numbers. A port's
     latest value comes with its emission's identity from ``ids`` (``seq``, and
-    ``item`` when the node ran for an input item), as in ``latest`` events."""
+    ``item`` when the node ran for an input item), as in ``latest`` events.
+    ``control``: the flow's state (:func:`control_state`), merged in."""
     ids = ids or {}
     nodes = []
     for node_id, node in spec.nodes.items():
@@ -104,6 +113,7 @@ def live_flow_view(
     return {
         "name": spec.name,
         "live": True,
+        **(control or {"status": None}),
         "run": run_view(run),
         "nodes": nodes,
         "edges": [{"from": str(e.source), "to": str(e.target)} for e in spec.edges],
@@ -139,7 +149,14 @@ def stored_flow_view(
                 "backlog": backlog_view(backlog.get(StreamKey(name, node_id)), now),
             }
         )
-    return {"name": name, "live": False, "run": run_view(run), "nodes": nodes, "edges": []}
+    return {
+        "name": name,
+        "live": False,
+        "status": None,  # not run by this process: nothing here can tell or change it
+        "run": run_view(run),
+        "nodes": nodes,
+        "edges": [],
+    }
 
 
 def flow_summary(view: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,8 +165,79 @@ def flow_summary(view: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "name": view["name"],
         "live": view["live"],
+        "status": view.get("status"),
         "nodes": len(nodes),
         "ports": sum(len(n["outputs"]) for n in nodes),
         "backlog": sum(n["backlog"]["items"] for n in nodes),
         "run": view["run"],
+    }
+
+
+def control_state(snapshot: FlowSnapshot) -> dict[str, Any]:
+    """A running flow's state as flow control changes it: ``status`` (``running``,
+    ``paused``, ``disabled`` or ``stopping``) and the flags it is made of."""
+    return {
+        "status": snapshot.status,
+        "paused": snapshot.paused,
+        "disabled": snapshot.disabled,
+        "stopping": snapshot.stopping,
+    }
+
+
+def control_view(snapshot: FlowSnapshot, *, changed: bool) -> dict[str, Any]:
+    """The answer of a flow-control request: the flow's new state, whether the
+    request changed it, and what the runner holds."""
+    return {
+        "flow": snapshot.flow,
+        **control_state(snapshot),
+        "changed": changed,
+        "run_id": snapshot.run_id,
+        "in_memory": snapshot.in_memory,
+        "finished_items": snapshot.finished_items,
+    }
+
+
+def iso_time(epoch: float) -> str:
+    """``2024-05-01T12:00:00.250Z``: a Unix time in UTC, milliseconds."""
+    when = datetime.fromtimestamp(epoch, UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _bounded(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit] + "…", True)
+
+
+def item_view(item: WorkItem) -> dict[str, Any]:
+    """A queue item's identity (not its payload)."""
+    return {
+        "flow": item.stream.flow,
+        "node": item.stream.node,
+        "entry_id": item.entry_id,
+        "seq": item.seq,
+        "kind": item.kind,
+        "deliveries": item.deliveries,
+        "enqueued_at": item.enqueued_at,
+    }
+
+
+def dead_letter_view(dead: DeadLetter) -> dict[str, Any]:
+    """One dead letter for an operator: which item, why, when (Unix time and ISO
+    8601), and its payload as JSON text cut to :data:`PREVIEW_CHARS` (the
+    payload itself can be a whole transcript or a big JSON value)."""
+    payload = json.dumps(dead.item.payload, separators=(",", ":"), ensure_ascii=False, default=str)
+    preview, cut = _bounded(payload, PREVIEW_CHARS)
+    reason, _ = _bounded(dead.reason, REASON_CHARS)
+    item = dead.item
+    return {
+        "id": dead.id,
+        "node": item.stream.node,
+        "seq": item.seq,
+        "entry_id": item.entry_id,
+        "kind": item.kind,
+        "deliveries": item.deliveries,
+        "reason": reason,
+        "dead_at": dead.dead_at,
+        "dead_at_iso": iso_time(dead.dead_at),
+        "payload_preview": preview,
+        "payload_truncated": cut,
     }

@@ -26,6 +26,7 @@ STATIC_FILES = {
     "media.js": _JS,
     "text-widgets.js": _JS,
     "status.js": _JS,
+    "control.js": _JS,
     "flows.js": _JS,
     "wall.js": _JS,
     "wall.css": "text/css; charset=utf-8",

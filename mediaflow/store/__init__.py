@@ -11,19 +11,36 @@ save them. Size, first media type and creation time live in SQLite
 - ``streams``: an async iterator's chunks handed to a writer thread, bounded.
 - ``metadata``: the SQLite tables, shared by processes (WAL, busy timeout).
 - ``current``: the contextvar behind :func:`save_artifact`.
-- ``errors``: :class:`ArtifactNotFound`, :class:`StoreFull`.
+- ``remote``: :class:`RemoteArtifactStore`, for several machines: an artifact
+  service (``mediaflow serve``) holds the bytes, the data directory caches them;
+  ``service`` is its blocking HTTP client.
+- ``opener``: :func:`open_store`, the local store or the service that
+  ``MEDIAFLOW_STORE`` names.
+- ``errors``: :class:`ArtifactNotFound`, :class:`StoreFull`, and the service's
+  :class:`RemoteStoreError`, :class:`StoreUnreachable`.
 """
 
 from mediaflow.store.artifacts import ArtifactInfo, ArtifactStore
 from mediaflow.store.current import current_store, save_artifact, use_store
-from mediaflow.store.errors import ArtifactNotFound, StoreFull
+from mediaflow.store.errors import (
+    ArtifactNotFound,
+    RemoteStoreError,
+    StoreFull,
+    StoreUnreachable,
+)
+from mediaflow.store.opener import open_store
+from mediaflow.store.remote import RemoteArtifactStore
 
 __all__ = [
     "ArtifactInfo",
     "ArtifactNotFound",
     "ArtifactStore",
+    "RemoteArtifactStore",
+    "RemoteStoreError",
     "StoreFull",
+    "StoreUnreachable",
     "current_store",
+    "open_store",
     "save_artifact",
     "use_store",
 ]

@@ -146,7 +146,7 @@ class ArtifactStore:
         # Repeats are common (silence, a still scene): skip the write and the fsync.
         self._prepare()
         with self.save_lock.shared():
-            if self.path_for(digest).is_file():
+            if self.local_path(digest).is_file():
                 self._record(digest, len(view), media_type)
                 return digest, len(view)
         return self._save_chunks((view,), media_type)
@@ -165,7 +165,7 @@ class ArtifactStore:
             # Both steps inside the shared lock: a sweep deletes between saves,
             # never between placing (or finding) the file and refreshing its row.
             with self.save_lock.shared():
-                place(part, self.path_for(digest))
+                place(part, self.local_path(digest))
                 self._record(digest, part.size, media_type)
         return digest, part.size
 
@@ -207,13 +207,24 @@ class ArtifactStore:
     # -- reading ----------------------------------------------------------------------------
 
     def path_for(self, digest: str) -> Path:
-        """Where ``digest``'s bytes live (whether or not they do). Raises :class:`MediaError`."""
+        """Where ``digest``'s bytes live (whether or not they do). Raises :class:`MediaError`.
+
+        A store whose directory is a cache (:class:`~mediaflow.store.remote.RemoteArtifactStore`)
+        fetches the bytes here first; :meth:`local_path` never does.
+        """
+        return self.local_path(digest)
+
+    def local_path(self, digest: str) -> Path:
+        """Where ``digest``'s bytes live in this directory (whether or not they do).
+
+        Pure: no I/O. Raises :class:`MediaError` for a malformed digest.
+        """
         hex_digits = _digest_of(digest)[len("sha256:") :]
         return self.artifacts_dir / hex_digits[0:2] / hex_digits[2:4] / hex_digits
 
     def exists(self, ref: MediaRef | str) -> bool:
         """True once the whole artifact is readable. Raises :class:`MediaError` if malformed."""
-        return self.path_for(_digest_of(ref)).is_file()
+        return self.local_path(_digest_of(ref)).is_file()
 
     async def read(self, ref: MediaRef | str) -> bytes:
         """All of an artifact's bytes, read in a worker thread (use :meth:`open` for large ones).
@@ -222,7 +233,7 @@ class ArtifactStore:
         """
         digest = _digest_of(ref)
         try:
-            return await asyncio.to_thread(self.path_for(digest).read_bytes)
+            return await asyncio.to_thread(self.local_path(digest).read_bytes)
         except FileNotFoundError:
             raise ArtifactNotFound(digest) from None
 
@@ -233,7 +244,7 @@ class ArtifactStore:
         """
         digest = _digest_of(ref)
         try:
-            return open(self.path_for(digest), "rb")
+            return open(self.local_path(digest), "rb")
         except FileNotFoundError:
             raise ArtifactNotFound(digest) from None
 
@@ -244,7 +255,7 @@ class ArtifactStore:
         reported as ``application/octet-stream`` created at the file's mtime.
         """
         digest = _digest_of(ref)
-        path = self.path_for(digest)
+        path = self.local_path(digest)
         try:
             file_stat = path.stat()
         except FileNotFoundError:
@@ -263,7 +274,7 @@ class ArtifactStore:
         iterating. A row may outlive its file after a crash inside :meth:`delete`; GC
         deletes it again."""
         for row in self._meta.rows_by_age(batch=batch):
-            path = self.path_for(row.digest)
+            path = self.local_path(row.digest)
             yield ArtifactInfo(
                 row.digest, row.size, row.media_type, row.created_at, path, row.saved_at
             )
@@ -273,7 +284,7 @@ class ArtifactStore:
 
         Does not look at keeps: the caller (GC) decides what may go.
         """
-        path = self.path_for(digest)
+        path = self.local_path(digest)
         try:
             path.unlink()
             removed_file = True

@@ -3,8 +3,9 @@
 The engine sets the store for everything it runs with ``use_store(store)``;
 asyncio tasks and ``asyncio.to_thread`` inherit it (they copy the context),
 plain ``threading.Thread`` workers do not and should be handed the store.
-Outside any ``use_store``, the store of :func:`default_data_dir` is used,
-one instance per directory per process.
+Outside any ``use_store``, the store of :func:`default_data_dir` is used (the
+local one, or the service ``MEDIAFLOW_STORE`` names: :func:`open_store`), one
+instance per directory per process.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from mediaflow.config import default_data_dir
 from mediaflow.media import MediaRef
 from mediaflow.store.artifacts import ArtifactStore, Source
+from mediaflow.store.opener import open_store
 
 _current: ContextVar[ArtifactStore | None] = ContextVar("mediaflow_store", default=None)
 _defaults: dict[Path, ArtifactStore] = {}
@@ -26,7 +28,10 @@ _defaults_lock = threading.Lock()
 
 
 def current_store() -> ArtifactStore:
-    """The store set by the innermost :func:`use_store`, else the default data dir's."""
+    """The store set by the innermost :func:`use_store`, else the default data dir's.
+
+    Raises :class:`~mediaflow.config.ConfigError` for a ``MEDIAFLOW_STORE`` it cannot use.
+    """
     store = _current.get()
     if store is not None:
         return store
@@ -34,7 +39,7 @@ def current_store() -> ArtifactStore:
     with _defaults_lock:
         store = _defaults.get(data_dir)
         if store is None:
-            store = _defaults[data_dir] = ArtifactStore(data_dir)
+            store = _defaults[data_dir] = open_store(data_dir)
         return store
 
 

@@ -12,19 +12,22 @@ _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 class ArtifactNotFound(KeyError):
     """No artifact is stored under this digest."""
 
-    def __init__(self, digest: str) -> None:
+    def __init__(self, digest: str, *, where: str = "the store") -> None:
+        """``where`` names the place looked in, for the message (a service's URL)."""
         super().__init__(digest)
         self.digest = digest
+        self.where = where
 
     def __str__(self) -> str:
         # KeyError's own __str__ would print the repr of the digest in quotes.
-        return f"no artifact {self.digest} in the store"
+        return f"no artifact {self.digest} in {self.where}"
 
 
 class StoreFull(OSError):
     """The disk (or quota) ran out while saving; nothing partial was left behind.
 
-    ``errno`` is ``ENOSPC`` or ``EDQUOT``; ``filename`` is the store directory.
+    ``errno`` is ``ENOSPC`` or ``EDQUOT``; ``filename`` is the store directory (or,
+    for a full artifact service, the URL that answered 507).
     """
 
 
@@ -38,3 +41,21 @@ def raise_if_full(exc: BaseException, where: Path) -> None:
             " the partial artifact was removed, free space or lower ARTIFACT_MAX_BYTES",
             str(where),
         ) from exc
+
+
+class RemoteStoreError(OSError):
+    """The artifact service refused a request or answered something unusable.
+
+    ``url`` is the request's URL; ``status`` the HTTP status (None when there was
+    no answer). A full service is :class:`StoreFull` instead, an artifact it does
+    not have :class:`ArtifactNotFound`.
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+class StoreUnreachable(RemoteStoreError):
+    """No answer from the artifact service after every retry (refused, reset, timed out)."""

@@ -35,8 +35,16 @@
       this.early = []; // transcript events that came before the first poll
       this.badge = h("span", { class: "badge" });
       this.grid = h("div", { class: "widgets" });
-      this.root = h("section", { class: "flow", "data-flow": name },
-        h("h2", {}, h("span", { text: name }), this.badge), this.grid);
+      // Flow control (control.js): its status in the title, its buttons below it.
+      const control = window.MediaflowWall.control;
+      this.controls = control ? new control.FlowControls(name) : null;
+      const title = h("h2", {}, h("span", { text: name }), this.badge);
+      this.root = h("section", { class: "flow", "data-flow": name }, title);
+      if (this.controls) {
+        title.append(this.controls.statusLine);
+        this.root.append(this.controls.root);
+      }
+      this.root.append(this.grid);
     }
     apply(view) {
       let backlog = 0;
@@ -49,6 +57,7 @@
         for (const [port, info] of Object.entries(node.outputs)) this.offer(node.id, port, info.latest, info);
       }
       this.badge.textContent = `${view.live ? "live" : "stored"} · backlog ${backlog}`;
+      if (this.controls) this.controls.setStatus(view.status ?? null);
     }
     widget(node, port, kind) {
       const key = `${node}.${port}`;

@@ -5,7 +5,8 @@
 // `window.MediaflowWall`: dom.js (page helpers), text.js (`MediaflowText`: the pure
 // decisions of text widgets), widget.js (the widget base), media.js (image, audio,
 // video widgets), text-widgets.js (text ports), status.js (status strip and
-// transcripts panel), flows.js (flows, their widgets, where values go).
+// transcripts panel), control.js (flow control and dead letters, for a browser that
+// may write), flows.js (flows, their widgets, where values go).
 "use strict";
 
 (() => {
@@ -13,11 +14,12 @@
   const { audioContext } = window.MediaflowWall.media;
   const { STATUS_EVENTS, chip } = window.MediaflowWall.status;
   const { flows, refreshFlows, pollAll, transcript, listed } = window.MediaflowWall.flows;
+  const control = window.MediaflowWall.control;
   const POLL_MS = 500;
   const FLOW_LIST_MS = 5000;
   const CLOCK_MS = 250; // how often live lines check whether they went stale
-  const EVENT_TYPES = ["latest", "transcript", "run_started", "run_finished",
-    ...Object.keys(STATUS_EVENTS)];
+  const EVENT_TYPES = [...new Set(["latest", "transcript", "run_started", "run_finished",
+    ...Object.keys(STATUS_EVENTS), ...Object.keys(control.CONTROL_EVENTS)])];
 
   function connect() {
     const state = document.getElementById("connection");
@@ -41,16 +43,23 @@
     });
     on("run_finished", () => pollAll());
     for (const type of Object.keys(STATUS_EVENTS)) on(type, (data) => chip(type, data));
+    for (const type of Object.keys(control.CONTROL_EVENTS)) {
+      on(type, (data) => flows.get(data.flow)?.controls?.event(type, data));
+    }
   }
 
   function start() {
     document.getElementById("sound").addEventListener("click", () => {
       audioContext().resume().catch(report);
     });
+    control.start().catch(report);
     connect();
     refreshFlows().then(listed, (err) => { listed(); report(err); });
     setInterval(() => pollAll(), POLL_MS);
     setInterval(() => refreshFlows().catch(report), FLOW_LIST_MS);
+    setInterval(() => { // dead letters of other processes (a worker's) come with no event here
+      for (const flow of flows.values()) flow.controls?.refreshDead().catch(report);
+    }, FLOW_LIST_MS);
     setInterval(() => { for (const flow of flows.values()) flow.clock(); }, CLOCK_MS);
   }
 
