@@ -119,20 +119,31 @@ class BackgroundLoops:
         while not self._closing:
             try:
                 await step()
-                backoff = 0.25
                 if self._queue_down:
-                    self._queue_down = False
-                    self._bus.publish("queue_available", {"loop": name})
+                    # A step may return without asking the queue (nothing to do):
+                    # only an answer from the queue says it is back.
+                    await self._queue.parked()
+                    self.queue_back(name)
+                backoff = 0.25
             except QueueError as exc:
-                if not self._queue_down:
-                    self._queue_down = True
-                    log.error("work queue unavailable (%s loop): %s", name, exc)
-                    self._bus.publish("queue_unavailable", {"loop": name, "error": str(exc)})
+                self.queue_failed(name, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             if interval_s:
                 await asyncio.sleep(interval_s)
+
+    def queue_failed(self, where: str, exc: Exception) -> None:
+        """Report an outage once, whichever loop or effect meets it first."""
+        if not self._queue_down:
+            self._queue_down = True
+            log.error("work queue unavailable (%s): %s", where, exc)
+            self._bus.publish("queue_unavailable", {"loop": where, "error": str(exc)})
+
+    def queue_back(self, where: str) -> None:
+        if self._queue_down:  # another loop may have said so meanwhile
+            self._queue_down = False
+            self._bus.publish("queue_available", {"loop": where})
 
     async def claim_once(self) -> None:
         """Claim what the reducer admits; when that is nothing, wait for a wake-up

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TextIO, assert_never
@@ -95,7 +96,7 @@ from mediaflow.engine.ticks import (
 from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
 from mediaflow.node import Node
-from mediaflow.queue.contract import StreamKey, WorkItem, WorkQueue
+from mediaflow.queue.contract import QueueError, StreamKey, WorkItem, WorkQueue
 from mediaflow.store import ArtifactStore
 
 log = logging.getLogger("mediaflow.engine")
@@ -186,6 +187,7 @@ class FlowRunner:
             claim_wake=self._claim_wake,
         )
         self._effects: set[asyncio.Task[Any]] = set()
+        self._heartbeat_failing = False
         self._leases = LeaseRound(
             queue=queue,
             flow=self.flow,
@@ -240,9 +242,13 @@ class FlowRunner:
 
     def _effect_done(self, task: asyncio.Task[Any]) -> None:
         self._effects.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("engine effect failed: %r", task.exception())
-            self.bus.publish("queue_unavailable", {"error": repr(task.exception())})
+        exc = None if task.cancelled() else task.exception()
+        if isinstance(exc, QueueError):
+            # Its items wait out their lease and come back; the outage is
+            # reported once, with the loops'.
+            self._loops.queue_failed("effect", exc)
+        elif exc is not None:
+            log.error("engine effect failed: %r", exc)
 
     # -- the group commit's and the loops' questions -----------------------------------
 
@@ -289,11 +295,23 @@ class FlowRunner:
             await self._leases.run()
 
     async def heartbeat(self) -> None:
+        """Record the run as alive with its GC horizon. A failed write (a full disk:
+        ``state.sqlite3`` cannot grow) is logged once and tried again next round:
+        raised, it would end the touch loop, and with it claims and leases."""
         if self._state_store is not None and self._env.run_id is not None:
             # The horizon is taken now, on the loop: every save finishing later
             # records a later saved_at (see engine.pins).
             horizon = self.horizon()
-            await asyncio.to_thread(self._state_store.heartbeat, self._env.run_id, horizon)
+            try:
+                await asyncio.to_thread(self._state_store.heartbeat, self._env.run_id, horizon)
+            except (sqlite3.Error, OSError) as exc:
+                if not self._heartbeat_failing:
+                    log.error("could not record the run's heartbeat (retrying): %s", exc)
+                self._heartbeat_failing = True
+            else:
+                if self._heartbeat_failing:
+                    log.warning("the run's heartbeat is recorded again")
+                self._heartbeat_failing = False
 
     # -- the run's life (for the session) -----------------------------------------------
 
@@ -390,7 +408,8 @@ class FlowRunner:
         """Start nothing new, let running nodes finish (sources within
         :data:`SOURCE_GRACE_S`, the others within :data:`NODE_GRACE_S`, then
         cancelled), hand what waits back to the queue, commit what is buffered
-        and stop the loops."""
+        and stop the loops. Raises :class:`~mediaflow.queue.contract.QueueError`
+        if the last commit fails (the loops are stopped all the same)."""
         self._dispatch(StopTick())
         for sources, grace in ((True, SOURCE_GRACE_S), (False, NODE_GRACE_S)):
             tasks = self._executor.tasks(sources=sources)
@@ -403,13 +422,18 @@ class FlowRunner:
             await asyncio.gather(*remaining, return_exceptions=True)
         while self._effects:
             await asyncio.gather(*tuple(self._effects), return_exceptions=True)
-        await self._journal.flush()
-        await self._journal.flush_latest()
-        await self._loops.stop()
-        if self._state.ordered:
-            await self._leases.leave()
-        if self._trace is not None:
-            self._trace.close()
+        try:
+            await self._journal.flush()
+            await self._journal.flush_latest()
+        finally:
+            # Also when the queue cannot take the last commit (a full disk): the
+            # loops must not outlive the run; what was not committed is redelivered
+            # when the run is resumed.
+            await self._loops.stop()
+            if self._state.ordered:
+                await self._leases.leave()  # a failure is logged: the leases lapse
+            if self._trace is not None:
+                self._trace.close()
 
     # -- reading the run ---------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from mediaflow.flows import FlowSpec
 from mediaflow.flows.spec import NodeSpec
 from mediaflow.node import Node
 from mediaflow.queue import open_queue
-from mediaflow.queue.contract import NewItem, StreamKey, WorkQueue
+from mediaflow.queue.contract import NewItem, QueueError, StreamKey, WorkQueue
 from mediaflow.store import ArtifactStore, open_store
 
 log = logging.getLogger("mediaflow.engine")
@@ -266,7 +266,10 @@ class FlowSession:
     async def _idle(self, runner: FlowRunner) -> bool:
         if not runner.is_idle():
             return False
-        backlog = await self.queue.backlog_flows()
+        try:
+            backlog = await self.queue.backlog_flows()
+        except QueueError:
+            return False  # the queue is away (the loops report it): not known to be idle
         # Re-check: work may have arrived while the queue answered.
         return backlog.get(self.spec.name, 0) == 0 and runner.is_idle()
 
@@ -363,21 +366,30 @@ class FlowSession:
     async def stop(self, reason: StopReason = "stopped") -> RunOutcome:
         """Stop cleanly: sources end, running nodes finish (or are cancelled after a
         grace period), items waiting in memory go back to the queue, acks are
-        flushed and the run is recorded as ended. Safe to call twice."""
+        flushed and the run is recorded as ended. Safe to call twice.
+
+        Raises ``QueueError`` or ``sqlite3.Error`` if the last commit or the run's
+        end cannot be written (a full disk); everything is closed all the same,
+        and the run is left to be resumed."""
         runner = self._require_runner()
         if self._stopped is not None:
             return self._outcome(runner, self._stopped)
         self._stopped = reason
-        await runner.stop()
         assert self._backends is not None  # the runner exists, so the backends do
-        if not self.worker:
-            await asyncio.to_thread(self._backends[2].end_run, self.run_id, reason)
-        await runner.teardown_nodes()
+        try:
+            await runner.stop()
+            if not self.worker:
+                await asyncio.to_thread(self._backends[2].end_run, self.run_id, reason)
+        finally:
+            # Also when the last commit or the run's end could not be written (a
+            # full disk): nodes and files are closed, and the run, not recorded as
+            # ended, is resumed by the next start (what was not acked is redelivered).
+            await runner.teardown_nodes()
+            await self._close_backends()
         self.bus.publish(
             "worker_finished" if self.worker else "run_finished",
             {"flow": self.spec.name, "run_id": self.run_id, "reason": reason},
         )
-        await self._close_backends()
         return self._outcome(runner, reason)
 
     async def _close_backends(self) -> None:

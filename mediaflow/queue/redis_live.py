@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from mediaflow.queue.redis_queue import RedisQueue
+    from mediaflow.queue.redis_client import RedisScripts
 
 DIGEST_RE: Final = re.compile(rb"sha256:[0-9a-f]{64}")
 READER_TTL_S: Final = 600.0
@@ -33,47 +33,47 @@ READER_TTL_S: Final = 600.0
 for dead: writers stop noting digests for it."""
 
 
-async def read_live_digests(queue: RedisQueue, batch: int) -> AsyncIterator[list[str]]:
+async def read_live_digests(queue: RedisScripts, batch: int) -> AsyncIterator[list[str]]:
     """The digests ``queue`` holds, in lists of at most ``batch`` records' worth
     (see :meth:`~mediaflow.queue.contract.WorkQueue.live_digests`)."""
     readers, seen = queue.key("gc", "readers"), queue.key("gc", "seen")
     token = uuid.uuid4().hex
-    await queue.execute("ZADD", readers, time.time() + READER_TTL_S, token)
+    await queue.call("ZADD", readers, time.time() + READER_TTL_S, token)
     try:
-        start = int(await queue.execute("LLEN", seen))
-        for name in sorted(await queue.execute("SMEMBERS", queue.key("streams"))):
+        start = int(await queue.call("LLEN", seen))
+        for name in sorted(await queue.call("SMEMBERS", queue.key("streams"))):
             key = queue.key("s", name.decode())
             async for page in _stream_pages(queue, key, batch, readers, token):
                 yield page
         async for page in _latest_pages(queue, batch):
             yield page
-        for flow in sorted(await queue.execute("SMEMBERS", queue.key("deadflows"))):
+        for flow in sorted(await queue.call("SMEMBERS", queue.key("deadflows"))):
             key = queue.key("dead", flow.decode())
             async for page in _stream_pages(queue, key, batch, readers, token):
                 yield page
         while True:
-            noted = await queue.execute("LRANGE", seen, start, start + batch - 1)
+            noted = await queue.call("LRANGE", seen, start, start + batch - 1)
             if not noted:
                 break
             start += len(noted)
             yield sorted({d.decode() for d in noted})
     finally:
-        await queue.execute("ZREM", readers, token)
-        if int(await queue.execute("ZCOUNT", readers, time.time(), "+inf")) == 0:
-            await queue.execute("DEL", seen)
+        await queue.call("ZREM", readers, token)
+        if int(await queue.call("ZCOUNT", readers, time.time(), "+inf")) == 0:
+            await queue.call("DEL", seen)
 
 
 async def _stream_pages(
-    queue: RedisQueue, key: str, batch: int, readers: str, token: str
+    queue: RedisScripts, key: str, batch: int, readers: str, token: str
 ) -> AsyncIterator[list[str]]:
     after = "-"
     while True:
-        entries = await queue.execute("XRANGE", key, after, "+", "COUNT", batch)
+        entries = await queue.call("XRANGE", key, after, "+", "COUNT", batch)
         if not entries:
             return
         after = "(" + entries[-1][0].decode()
         # A long read keeps its registration alive.
-        await queue.execute("ZADD", readers, time.time() + READER_TTL_S, token)
+        await queue.call("ZADD", readers, time.time() + READER_TTL_S, token)
         digests = {d for _rid, fields in entries for d in _digests(fields)}
         if digests:
             yield sorted(digests)
@@ -81,15 +81,15 @@ async def _stream_pages(
             return
 
 
-async def _latest_pages(queue: RedisQueue, batch: int) -> AsyncIterator[list[str]]:
+async def _latest_pages(queue: RedisScripts, batch: int) -> AsyncIterator[list[str]]:
     cursor: Any = 0
     pattern = queue.key("latest", "*")
     while True:
-        cursor, keys = await queue.execute("SCAN", cursor, "MATCH", pattern, "COUNT", 100)
+        cursor, keys = await queue.call("SCAN", cursor, "MATCH", pattern, "COUNT", 100)
         for key in keys:
             hcursor: Any = 0
             while True:
-                hcursor, fields = await queue.execute("HSCAN", key, hcursor, "COUNT", batch)
+                hcursor, fields = await queue.call("HSCAN", key, hcursor, "COUNT", batch)
                 # A small hash comes back whole whatever COUNT says: page it here.
                 values = fields[1::2] if isinstance(fields, list) else list(fields.values())
                 for first in range(0, len(values), batch):

@@ -22,9 +22,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
-from urllib.parse import urlsplit
 
-from mediaflow.queue import redis_lua, redis_lua_admin, redis_lua_lease
 from mediaflow.queue.contract import (
     DeadLetter,
     EmissionRun,
@@ -32,14 +30,13 @@ from mediaflow.queue.contract import (
     NewItem,
     QueueError,
     QueueStats,
-    QueueUnavailable,
     StreamBacklog,
     StreamKey,
     WorkItem,
 )
 from mediaflow.queue.records import dead_record, dumps, per_flow
+from mediaflow.queue.redis_client import RedisScripts
 from mediaflow.queue.redis_live import read_live_digests
-from mediaflow.queue.redis_once import RUN_ONCE, OnceCaller, resend_if_dropped, run_once
 from mediaflow.queue.redis_rows import (
     dead_letter_of,
     entry_id,
@@ -57,121 +54,29 @@ from mediaflow.queue.redis_rows import (
 
 POLL_S: Final = 0.005
 """How often a blocking claim looks again for work (Lua scripts cannot block)."""
-CONNECT_TIMEOUT_S: Final = 5.0
-"""How long connecting may take (``?socket_connect_timeout=`` in the URL overrides)."""
-REPLY_TIMEOUT_S: Final = 30.0
-"""How long one reply may take, so a Redis that hangs (rather than refusing
-connections) is reported too; no command here blocks on the server
-(``?socket_timeout=`` in the URL overrides)."""
 
 
 class RedisQueue:
     """:class:`~mediaflow.queue.contract.WorkQueue` on one Redis (not a cluster).
 
     Opening connects lazily: the constructor checks the URL and needs no event
-    loop; the first call connects. Every method raises
+    loop; the first call connects (:mod:`.redis_client`). Every method raises
     :class:`~mediaflow.queue.contract.QueueUnavailable` when Redis cannot be
-    reached or refuses (naming the server, never its password, and the
-    operation), and ``QueueError`` after :meth:`close`. A call does not wait for
-    Redis to come back (but one whose answer was lost is sent again until Redis
-    answers, so it runs once: :mod:`.redis_once`); the next call, once Redis is
-    back, reconnects. ``prefix``
-    namespaces the keys, so several installations (or tests) share one Redis.
+    reached or refuses, and ``QueueError`` after :meth:`close`; the next call,
+    once Redis is back, reconnects. ``prefix`` namespaces the keys, so several
+    installations (or tests) share one Redis.
     """
 
     def __init__(self, url: str, *, prefix: str = "mediaflow") -> None:
-        try:
-            import redis
-            import redis.asyncio
-            import redis.asyncio.retry
-            import redis.backoff
-        except ImportError as exc:  # the ``redis`` extra
-            raise QueueError(
-                "the Redis queue needs redis-py: pip install 'mediaflow[redis]'"
-            ) from exc
         self.url = url
         self.prefix = prefix
-        self._errors = (redis.RedisError, OSError)  # what a call may raise: QueueUnavailable here
-        self._unreachable = (redis.ConnectionError, redis.TimeoutError, OSError)
-        self._password = urlsplit(url).password
-        # No retries inside redis-py: a failed call raises QueueUnavailable at once
-        # and the engine retries with its own backoff (and reports the outage)
-        # instead of each call retrying for seconds unseen; and a retry there would
-        # hide whether a call was sent, which .redis_once must know. A pooled
-        # connection the server dropped (a restart) is replaced by sending again
-        # (.redis_once.resend_if_dropped). URL query options override these.
-        self._client = redis.asyncio.Redis.from_url(
-            url,
-            decode_responses=False,
-            retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0),
-            socket_connect_timeout=CONNECT_TIMEOUT_S,
-            socket_timeout=REPLY_TIMEOUT_S,
-        )
-        self._scripts = {
-            name: self._client.register_script(
-                getattr(redis_lua, name, None)
-                or getattr(redis_lua_admin, name, None)
-                or getattr(redis_lua_lease, name)
-            )
-            for name in (
-                "ENQUEUE", "CLAIM", "ACK", "PUT_LATEST", "TOUCH", "RELEASE",
-                "RELEASE_CONSUMER", "RECLAIM", "DEAD_LETTER", "MOVE_DUE", "BACKLOG",
-                "TRIM_DEAD", "FORGET_FLOW", "LEASE", "DROP_CONSUMER", "REQUEUE_DEAD",
-                "DELETE_DEAD",
-            )
-        }  # fmt: skip
-        # Scripts that must not run twice when an answer is lost (see .redis_once).
-        self._once = {
-            name: self._client.register_script(
-                run_once(getattr(redis_lua, name, None) or getattr(redis_lua_admin, name))
-            )
-            for name in RUN_ONCE
-        }
-        self._once_caller = OnceCaller(self._unreachable)
-        self._closed = False
+        self._redis = RedisScripts(url, prefix=prefix)
+        self._run = self._redis.run
+        self._call = self._redis.call
+        self.key = self._redis.key
 
     def __repr__(self) -> str:
         return f"RedisQueue({redact(self.url)!r}, prefix={self.prefix!r})"
-
-    async def _run(self, script: str, *args: Any, now: float | None = None) -> Any:
-        """Run one of :mod:`.redis_lua`'s scripts with the prefix and the time."""
-        if self._closed:
-            raise QueueError(f"redis queue {redact(self.url)} is closed")
-        at = time.time() if now is None else now
-        argv = [self.prefix, repr(at), *args]
-        try:
-            # A restarted Redis has forgotten the scripts: the script object
-            # answers NOSCRIPT by loading the script again (SCRIPT LOAD) and retrying.
-            once = self._once.get(script)
-            if once is not None:  # sent again while in doubt, run once
-                return await self._once_caller.call(once, argv)
-            plain = self._scripts[script]
-            return await resend_if_dropped(lambda: plain(args=argv), self._unreachable)
-        except self._errors as exc:
-            raise self._unavailable(f"the {script} script", exc) from exc
-
-    async def _call(self, *command: Any) -> Any:
-        if self._closed:
-            raise QueueError(f"redis queue {redact(self.url)} is closed")
-        try:
-            return await resend_if_dropped(
-                lambda: self._client.execute_command(*command),  # type: ignore[no-untyped-call]
-                self._unreachable,
-            )
-        except self._errors as exc:
-            raise self._unavailable(str(command[0]), exc) from exc
-
-    def _unavailable(self, operation: str, exc: BaseException) -> QueueUnavailable:
-        """The error a failed call raises: which server (no password), which
-        operation, and what went wrong."""
-        detail = str(exc) or type(exc).__name__
-        if self._password:
-            detail = detail.replace(self._password, "***")
-        how = "unreachable during" if isinstance(exc, self._unreachable) else "refused"
-        return QueueUnavailable(f"redis {redact(self.url)} {how} {operation}: {detail}")
-
-    def key(self, *parts: str) -> str:
-        return ":".join((self.prefix, *parts))
 
     # -- enqueue and claim ---------------------------------------------------
 
@@ -487,7 +392,7 @@ class RedisQueue:
         """See :meth:`WorkQueue.live_digests` and :mod:`.redis_live`."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
-        return read_live_digests(self, batch)
+        return read_live_digests(self._redis, batch)
 
     async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
         """See :meth:`WorkQueue.trim_dead_letters`. A dead letter's age is the time
@@ -508,10 +413,4 @@ class RedisQueue:
 
     async def close(self) -> None:
         """See :meth:`WorkQueue.close`. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            await self._client.aclose()
-
-    async def execute(self, *command: Any) -> Any:
-        """One raw Redis command (for :mod:`.redis_live`); errors as the methods raise them."""
-        return await self._call(*command)
+        await self._redis.close()

@@ -335,6 +335,9 @@ class SqliteDb:
         except sqlite3.Error as exc:
             log.warning("sqlite queue %s: checkpoint on close failed: %s", self.path, exc)
         finally:
+            # The shared cursor first: a statement it still holds (one a failed
+            # transaction left behind) would keep the closed connection's files open.
+            self.cursor.close()
             conn.close()
             if self._checkpointer is not None:
                 self._checkpointer.close()
