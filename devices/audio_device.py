@@ -29,6 +29,20 @@ STALL_TIMEOUT_S = 3.0  # no audio for this long from a running stream: the devic
 STARTUP_TIMEOUT_S = 10.0
 
 
+# PortAudio's PaErrorCode for settings a device does not offer: paInvalidChannelCount,
+# paInvalidSampleRate, paInvalidFlag, paSampleFormatNotSupported, paBadIODeviceCombination.
+SETTINGS_REFUSED = frozenset({-9998, -9997, -9995, -9994, -9993})
+
+
+def refuses_settings(exc: Exception) -> bool:
+    """Whether a ``sounddevice.PortAudioError`` says the settings are not offered, rather
+    than that the device could not be reached (``paUnanticipatedHostError`` with the host
+    API's errno, ``paDeviceUnavailable``, ...). Pure. An error without a code counts as
+    refused settings (the cautious answer: it is not retried)."""
+    code = exc.args[1] if len(exc.args) > 1 else None
+    return not isinstance(code, int) or code in SETTINGS_REFUSED
+
+
 class PcmRing:
     """A fixed-capacity ring of s16 frames; one writer (callback), one reader. Thread-safe."""
 
@@ -92,8 +106,10 @@ class DeviceAudioSource:
     ) -> None:
         """Open (not start) the stream. Blocks while PortAudio opens the device.
 
-        Raises :class:`UnsupportedMode` when the device refuses the capture settings and
-        :class:`DeviceLost` when opening fails otherwise (e.g. the device just vanished).
+        Raises :class:`UnsupportedMode` when the device refuses the capture settings (see
+        :func:`refuses_settings`) and :class:`DeviceLost` when checking or opening fails
+        otherwise (e.g. the device just vanished: its PortAudio entry, listed at
+        initialisation, is still there, but the host API cannot open it).
         """
         self.spec = spec
         self.mic = mic
@@ -108,6 +124,9 @@ class DeviceAudioSource:
                 samplerate=self.device_rate,
             )
         except (sd.PortAudioError, ValueError) as exc:
+            if isinstance(exc, sd.PortAudioError) and not refuses_settings(exc):
+                # The device did not answer (it is gone): a loss, retried, not a mode.
+                raise DeviceLost(spec, exc) from exc
             raise UnsupportedMode(
                 spec,
                 f"{self.device_channels} ch at {self.device_rate} Hz ({exc})",
