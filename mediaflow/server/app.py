@@ -15,7 +15,19 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from mediaflow.server import api, artifacts, auth, control, cors, links, metrics, sse, uploads, wall
+from mediaflow.server import (
+    api,
+    artifacts,
+    auth,
+    control,
+    cors,
+    links,
+    metrics,
+    openapi,
+    sse,
+    uploads,
+    wall,
+)
 from mediaflow.server.settings import DEFAULT_HOST, DEFAULT_PORT
 from mediaflow.server.state import STATE, Answered, AppState
 from mediaflow.server.transfer import PrepareHook
@@ -102,6 +114,7 @@ def create_app(state: AppState) -> web.Application:
     metrics.add_routes(app)
     wall.add_routes(app)
     links.add_routes(app)
+    openapi.add_routes(app)
     return app
 
 

@@ -251,7 +251,9 @@ async def requeue_dead_letter(request: web.Request) -> web.StreamResponse:
     if item is None:
         return _no_dead_letter(name, dead_id)
     requeued = item_view(item)
-    state.bus.publish("dead_letter_requeued", {"id": dead_id, **requeued})
+    # "id" for listeners in this process; on /api/events the event's own id takes that key.
+    event = {"id": dead_id, "dead_letter_id": dead_id, **requeued}
+    state.bus.publish("dead_letter_requeued", event)
     return web.json_response({"flow": name, "id": dead_id, "requeued": requeued}, headers=NO_STORE)
 
 
@@ -274,7 +276,13 @@ async def delete_dead_letter(request: web.Request) -> web.StreamResponse:
         return _no_dead_letter(name, dead_id)
     state.bus.publish(
         "dead_letter_deleted",
-        {"flow": name, "id": dead_id, "node": dead.node, "seq": dead.item.seq},
+        {
+            "flow": name,
+            "id": dead_id,
+            "dead_letter_id": dead_id,  # as for dead_letter_requeued
+            "node": dead.node,
+            "seq": dead.item.seq,
+        },
     )
     return web.Response(status=204, headers=NO_STORE)
 

@@ -38,7 +38,10 @@ SUBSCRIPTIONS = web.AppKey("mediaflow_sse", set[Subscription])
 def format_event(event: Event) -> bytes:
     """One SSE message. The synthetic ``events_dropped`` (id 0) carries no id, so a
     client's Last-Event-ID stays at the last real event."""
-    data = json.dumps(event.to_json(), separators=(",", ":"), default=str)
+    # The event's own id, type and time win over payload keys of the same name (a dead
+    # letter's "id" once passed for the event's id).
+    envelope = {"id": event.id, "type": event.type, "time": event.time}
+    data = json.dumps({**event.to_json(), **envelope}, separators=(",", ":"), default=str)
     head = f"id: {event.id}\n" if event.id > 0 else ""
     return f"{head}event: {event.type}\ndata: {data}\n\n".encode()
 
@@ -75,6 +78,11 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
+    if request.method == "HEAD":
+        # RFC 9110 9.3.2: the GET's headers, no content. aiohttp frames a HEAD answer
+        # without a body, so a stream written to it would corrupt the connection.
+        await response.prepare(request)
+        return response
     subscription = state.bus.subscribe(after_id=after, maxsize=SUBSCRIPTION_SIZE, types=types)
     subscriptions = request.app[SUBSCRIPTIONS]
     subscriptions.add(subscription)
