@@ -158,7 +158,17 @@ async def run_flow(options: RunOptions) -> int:
         await served.close()
     if sweeping is not None:
         await sweeping.stop()
-    outcome = await session.stop(reason)
+    try:
+        outcome = await session.stop(reason)
+    except QueueError as exc:
+        # The last commit did not land (a full disk, the queue away): the run is
+        # left unended, so the next start resumes it and loses nothing.
+        logger.cancel()
+        print(
+            f"mediaflow: stopped without the last commit: {exc}; the next run resumes",
+            file=sys.stderr,
+        )
+        return 1
     logger.cancel()
     summarise(outcome)
     if options.worker and options.jsonl:

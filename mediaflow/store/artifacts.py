@@ -12,8 +12,10 @@ its bytes are fsynced. The SQLite row comes second, and both happen under the
 shared save lock (see :mod:`mediaflow.store.locks`), so a sweep never deletes
 between them. A crash between the two leaves a file without a row, which the
 next save of the same bytes records, or a sweep adopts (and then judges like
-any other). Every save of the same bytes refreshes the row's ``saved_at``,
-which starts the artifact's grace period again.
+any other); a save whose row cannot be written (the disk filled up between the
+two) takes its file back before raising :class:`StoreFull`. Every save of the
+same bytes refreshes the row's ``saved_at``, which starts the artifact's grace
+period again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -30,7 +33,7 @@ from types import TracebackType
 from typing import Any, BinaryIO, Literal, TypeAlias
 
 from mediaflow.media import MediaError, MediaRef, check_digest, check_media_type
-from mediaflow.store.errors import ArtifactNotFound, raise_if_full
+from mediaflow.store.errors import ArtifactNotFound, StoreFull, raise_if_full
 from mediaflow.store.files import PartFile, place, read_chunks, sweep_parts
 from mediaflow.store.locks import SaveLock
 from mediaflow.store.metadata import GcCounters, Metadata, Row, StoreTotals, SweepWork
@@ -165,9 +168,29 @@ class ArtifactStore:
             # Both steps inside the shared lock: a sweep deletes between saves,
             # never between placing (or finding) the file and refreshing its row.
             with self.save_lock.shared():
-                place(part, self.local_path(digest))
-                self._record(digest, part.size, media_type)
+                final = self.local_path(digest)
+                stored = place(part, final)
+                try:
+                    self._record(digest, part.size, media_type)
+                except StoreFull:
+                    if stored:
+                        self._unplace(digest, final)
+                    raise
         return digest, part.size
+
+    def _unplace(self, digest: str, final: Path) -> None:
+        """Take back a file this save placed but could not record (the metadata could
+        not grow): a save that raised :class:`StoreFull` leaves nothing visible.
+
+        Caller holds the shared save lock. A file that another save of the same bytes
+        recorded meanwhile stays; so does one whose row cannot even be read.
+        """
+        try:
+            recorded = self._meta.get(digest) is not None
+        except (OSError, sqlite3.Error):
+            return  # a file without a row is a state the store already recovers from
+        if not recorded:
+            final.unlink(missing_ok=True)
 
     def _record(self, digest: str, size: int, media_type: str) -> None:
         now = self.clock()

@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+# A file that may not grow further (the filesystem's largest file, or the process's
+# RLIMIT_FSIZE): the store cannot hold this artifact, like a full disk.
+_TOO_LARGE = frozenset({errno.EFBIG})
 
 
 class ArtifactNotFound(KeyError):
@@ -26,21 +29,29 @@ class ArtifactNotFound(KeyError):
 class StoreFull(OSError):
     """The disk (or quota) ran out while saving; nothing partial was left behind.
 
-    ``errno`` is ``ENOSPC`` or ``EDQUOT``; ``filename`` is the store directory (or,
-    for a full artifact service, the URL that answered 507).
+    ``errno`` is ``ENOSPC``, ``EDQUOT`` or ``EFBIG`` (a file size limit: the
+    filesystem's, or the process's ``RLIMIT_FSIZE``); ``filename`` is the store
+    directory (or, for a full artifact service, the URL that answered 507).
     """
 
 
 def raise_if_full(exc: BaseException, where: Path) -> None:
-    """Turn ENOSPC/EDQUOT into :class:`StoreFull`; return for anything else."""
-    if isinstance(exc, OSError) and not isinstance(exc, StoreFull) and exc.errno in _DISK_FULL:
-        code = exc.errno
-        raise StoreFull(
-            code,
-            f"artifact store full ({errno.errorcode[code]}: {os.strerror(code)});"
-            " the partial artifact was removed, free space or lower ARTIFACT_MAX_BYTES",
-            str(where),
-        ) from exc
+    """Turn ENOSPC/EDQUOT/EFBIG into :class:`StoreFull`; return for anything else."""
+    if not isinstance(exc, OSError) or isinstance(exc, StoreFull):
+        return
+    code = exc.errno
+    if code in _DISK_FULL:
+        what, advice = "artifact store full", "free space or lower ARTIFACT_MAX_BYTES"
+    elif code in _TOO_LARGE:
+        what, advice = "artifact too large for the store", "raise the file size limit"
+    else:
+        return
+    raise StoreFull(
+        code,
+        f"{what} ({errno.errorcode[code]}: {os.strerror(code)});"
+        f" the partial artifact was removed, {advice}",
+        str(where),
+    ) from exc
 
 
 class RemoteStoreError(OSError):

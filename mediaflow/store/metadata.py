@@ -162,7 +162,10 @@ class Metadata:
             except sqlite3.OperationalError as exc:
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     raise StoreFull(
-                        errno.ENOSPC, f"artifact metadata could not grow: {exc}", str(self.path)
+                        errno.ENOSPC,
+                        f"artifact store full: its metadata could not grow ({exc});"
+                        " free space or lower ARTIFACT_MAX_BYTES",
+                        str(self.path),
                     ) from exc
                 raise
 
