@@ -7,6 +7,11 @@ Run from the repository root (about 1-3 minutes)::
     python -m bench.emissions --json          # the same numbers as JSON on stdout
     python -m bench.emissions --profile       # also cProfile the end-to-end path once
     python -m bench.emissions --n 20000 --skip pipecat,backlog
+    python -m bench.emissions --queue redis://127.0.0.1:6379/0   # the Redis backend
+
+With ``--queue`` the throughput and latency measurements run on that Redis (a
+fresh key prefix each) against raw redis-py on the same server: see
+:mod:`bench._emissions_redis`. Without it, everything below is on SQLite.
 
 Pipecat is optional (``pip install -e '.[bench]'``); without it its line says
 ``pipecat: unavailable (<reason>)`` and the rest still runs. Progress goes to
@@ -310,8 +315,9 @@ def two_stage(source: Node, sink: Node) -> FlowBuilder:
     )
 
 
-async def _throughput(probe: Probe, data_dir: Path) -> Json:
-    session = FlowSession(two_stage(CountingSource(probe), CountingSink(probe)).build(), data_dir)
+async def _throughput(probe: Probe, data_dir: Path, queue_url: str | None = None) -> Json:
+    flow = two_stage(CountingSource(probe), CountingSink(probe)).build()
+    session = FlowSession(flow, data_dir, queue_url=queue_url)
     probe.session = session
     await session.start()
     try:
@@ -337,16 +343,18 @@ async def _throughput(probe: Probe, data_dir: Path) -> Json:
     return result
 
 
-def child_throughput(n: int, timeout_s: float) -> Json:
+def child_throughput(n: int, timeout_s: float, queue_url: str | None = None) -> Json:
     probe = Probe(n)
     with (
         tempfile.TemporaryDirectory(prefix="bench-mf-") as tmp,
         Watchdog(timeout_s, probe.to_json),
     ):
-        return run_async(_throughput(probe, Path(tmp)))
+        return run_async(_throughput(probe, Path(tmp), queue_url))
 
 
-def child_profile(n: int, timeout_s: float, out: str, top: int) -> Json:
+def child_profile(
+    n: int, timeout_s: float, out: str, top: int, queue_url: str | None = None
+) -> Json:
     probe = Probe(n)
     profiler = cProfile.Profile()
 
@@ -357,7 +365,7 @@ def child_profile(n: int, timeout_s: float, out: str, top: int) -> Json:
 
     with tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp, Watchdog(timeout_s, partial):
         profiler.enable()
-        result = run_async(_throughput(probe, Path(tmp)))
+        result = run_async(_throughput(probe, Path(tmp), queue_url))
         profiler.disable()
     profiler.dump_stats(out)
     result.update(hotspots=hotspots(out, top), profile_path=out)
@@ -399,8 +407,9 @@ def hotspots(prof_path: str, top: int) -> Json:
     return {"total_s": total, "idle_s": idle, "by_own": by_own, "by_cum_engine": by_cum}
 
 
-async def _latency(probe: LatencyProbe, data_dir: Path) -> Json:
-    session = FlowSession(two_stage(PacedSource(probe), LatencySink(probe)).build(), data_dir)
+async def _latency(probe: LatencyProbe, data_dir: Path, queue_url: str | None = None) -> Json:
+    flow = two_stage(PacedSource(probe), LatencySink(probe)).build()
+    session = FlowSession(flow, data_dir, queue_url=queue_url)
     await session.start()
     try:
         reason = await session.wait(until_idle=True)
@@ -429,13 +438,15 @@ def latency_summary(probe: LatencyProbe) -> Json:
     }
 
 
-def child_latency(rate: float, seconds: float, timeout_s: float) -> Json:
+def child_latency(
+    rate: float, seconds: float, timeout_s: float, queue_url: str | None = None
+) -> Json:
     probe = LatencyProbe(rate, seconds)
     with (
         tempfile.TemporaryDirectory(prefix="bench-lat-") as tmp,
         Watchdog(timeout_s, lambda: latency_summary(probe)),
     ):
-        return run_async(_latency(probe, Path(tmp)))
+        return run_async(_latency(probe, Path(tmp), queue_url))
 
 
 async def _backlog(probe: BacklogProbe, data_dir: Path, drain_samples: list[int]) -> Json:
@@ -520,6 +531,11 @@ def child_main(name: str, args: Json) -> int:
         "asyncio_queue": _peers.measure_asyncio_queue,
         "sqlite": _peers.measure_sqlite,
     }
+    if name.startswith("redis_"):  # the --queue measurements; SQLite's children import none
+        from bench import _emissions_redis, _redis_peer
+
+        children["redis_raw"] = _redis_peer.measure_redis_raw
+        children["redis_scripts"] = _emissions_redis.child_scripts
     try:
         result = children[name](**args)
     except Exception as exc:
@@ -1161,6 +1177,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         help=f"comma-separated measurements to leave out: {', '.join(SKIPPABLE)}",
     )
+    p.add_argument(
+        "--queue",
+        metavar="URL",
+        help="measure mediaflow on this Redis (redis://host:port/db; a fresh key prefix per "
+        "measurement) against raw redis-py on the same server, instead of SQLite",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--profile", action="store_true", help="cProfile one end-to-end run")
     p.add_argument("--profile-n", type=int, default=0, help="emissions profiled (min(N, 20k))")
@@ -1183,6 +1205,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child_main(args.child, json.loads(args.child_args))
     started = time.perf_counter()
+    if args.queue:
+        from bench import _emissions_redis
+        from bench._redis_tools import RedisTarget
+
+        try:
+            target = RedisTarget.parse(args.queue)
+        except ValueError as exc:
+            print(f"bench.emissions: {exc}", file=sys.stderr)
+            return 2
+        redis_summary = _emissions_redis.summarise(_emissions_redis.collect(args, target))
+        redis_summary["meta"]["wall_s"] = time.perf_counter() - started
+        if args.json:
+            print(json.dumps(finite(redis_summary), indent=2, default=str, allow_nan=False))
+        else:
+            print(_emissions_redis.render(redis_summary))
+        progress(f"done in {redis_summary['meta']['wall_s']:.0f} s")
+        return 0
     summary = summarise(collect(args))
     summary["meta"]["wall_s"] = time.perf_counter() - started
     if args.json:
