@@ -118,3 +118,21 @@ async def test_leases_are_shared_by_handles_of_one_backend(queue_backend: QueueB
     await first.lease("f1", "w1", ttl_ms=10_000, acquire=[A])
     table = await second.lease("f1", "w2", ttl_ms=10_000, acquire=[A, StreamKey("f1", "x")])
     assert table.holders == {A: "w1", StreamKey("f1", "x"): "w2"}
+
+
+async def test_taking_again_a_lease_that_lapsed_hands_back_the_takers_own_items(
+    queue: WorkQueue,
+) -> None:
+    """An executor whose lease lapsed unrenewed dropped its line from memory (the
+    engine's ``leasing``); taking the stream again, nobody having taken it
+    meanwhile, its own pending items come back first, in order."""
+    await fill(queue, A, 5)
+    await queue.lease("f1", "w1", ttl_ms=TTL_MS, acquire=[A])
+    held = await queue.claim("w1", {A: 3})
+    await asyncio.sleep(PAST_TTL_S)
+    table = await queue.lease("f1", "w1", ttl_ms=10_000, acquire=[A])
+    assert table.holders == {A: "w1"} and table.taken_over == {A}
+    claimed = await queue.claim("w1", {A: 10})
+    assert ns(claimed) == [0, 1, 2, 3, 4]
+    assert [item.deliveries for item in claimed] == [2, 2, 2, 1, 1]
+    assert ns(held) == [0, 1, 2]

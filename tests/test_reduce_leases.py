@@ -7,9 +7,13 @@ Streams: ``CAM`` (a source: never leased), ``ASR`` and ``REC`` (ordered), plus
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
-from mediaflow.engine.commands import Command, LeaseCommand
+from mediaflow.engine.commands import Command, LeaseCommand, RecallCommand
+from mediaflow.engine.lease_round import LeaseRound
 from mediaflow.engine.leasing import fair_share
 from mediaflow.engine.state import EngineState, initial_state, is_settled, may_claim
 from mediaflow.engine.ticks import (
@@ -21,8 +25,19 @@ from mediaflow.engine.ticks import (
     StopTick,
     Tick,
 )
-from mediaflow.queue.contract import StreamKey
-from tests.reduce_helpers import ASR, CAM, LIMITS, REC, claim_wants, item, journal_claims, run
+from mediaflow.queue.contract import LeaseTable, StreamKey
+from tests.reduce_helpers import (
+    ASR,
+    CAM,
+    LIMITS,
+    REC,
+    acks,
+    claim_wants,
+    item,
+    journal_claims,
+    run,
+    starts,
+)
 from tests.reduce_helpers import finished as node_finished
 
 X = StreamKey("f", "x")
@@ -149,3 +164,72 @@ def test_stopping_renews_what_is_held_and_takes_nothing() -> None:
 def finished(stream: StreamKey) -> Tick:
     """The node of ``stream`` finished its item seq 1."""
     return node_finished(stream, f"{stream.node}-1-1", done=1)
+
+
+def test_a_lost_lease_ends_the_batch_and_starts_nothing_more_of_its_stream() -> None:
+    """A lease that lapsed (the queue was away, or the event loop stalled) may be
+    another executor's now: the batch running stops after its item, the rest and
+    anything claimed for the stream just before are dropped (the new holder gets
+    them from the queue), so no item runs in two processes at once."""
+    state, _ = run(leasing(), due(), LeasedTick(frozenset({ASR, REC})))
+    batch = tuple(item(ASR, seq) for seq in range(4))
+    state, commands = run(state, ClaimDueTick(), ClaimedTick(batch))
+    assert starts(commands) == [("asr", (0, 1, 2, 3), 1)]
+    state, commands = run(state, LeasedTick(frozenset({REC})))
+    assert RecallCommand(ASR) in commands
+    state, commands = run(state, node_finished(ASR, "asr-0-1", done=1))
+    assert acks(commands) == [("asr-0-1",)] and starts(commands) == []
+    state, commands = run(state, ClaimedTick((item(ASR, 4),)))
+    assert starts(commands) == [] and state.nodes[ASR].held == 0
+    assert not may_claim(state, ASR)
+
+
+class SlowLeases:
+    """A queue whose first lease call grants ASR and whose later ones wait ``stall_s``
+    (a queue cut off), then grant it again."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self.calls: list[tuple[tuple[StreamKey, ...], tuple[StreamKey, ...]]] = []
+
+    async def lease(self, flow: str, consumer: str, **kw: Any) -> LeaseTable:
+        self.calls.append((tuple(kw.get("hold", ())), tuple(kw.get("acquire", ()))))
+        if len(self.calls) > 1:
+            await asyncio.sleep(self.stall_s)
+        return LeaseTable({ASR: consumer}, (consumer,))
+
+
+async def test_leases_no_round_renewed_in_time_are_given_up_and_taken_afresh() -> None:
+    """The lease round gives its leases up when ``ttl_ms`` passes without a renewal,
+    even with a call still on its way; that call's answer is not taken as a
+    renewal: the next round takes the stream again (``acquire``), which hands the
+    items dropped from memory back."""
+    queue = SlowLeases(stall_s=0.3)
+    ticks: list[Tick] = []
+
+    def dispatch(tick: Tick) -> list[Command]:
+        ticks.append(tick)
+        if isinstance(tick, LeaseDueTick):
+            held = tuple(sorted(tick.mine))
+            return [LeaseCommand(held, () if held else (ASR,), ())]
+        return []
+
+    async def commit() -> None:
+        return None
+
+    leases = LeaseRound(
+        queue=queue,  # type: ignore[arg-type]
+        flow="f",
+        consumer="me",
+        ttl_ms=100,
+        dispatch=dispatch,
+        commit=commit,
+    )
+    await leases.run()
+    assert ticks[-1] == LeasedTick(frozenset({ASR}))
+    await leases.run()  # stalls past the ttl: given up meanwhile, its answer ignored
+    assert ticks[-1] == LeasedTick(frozenset())
+    assert leases.table.held_by("me") == frozenset()
+    await leases.run()
+    assert queue.calls == [((), (ASR,)), ((ASR,), ()), ((), (ASR,))]
+    await leases.leave()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mediaflow.engine.commands import Command, LeaseCommand, WakeClaimerCommand
+from mediaflow.engine.commands import Command, LeaseCommand, RecallCommand, WakeClaimerCommand
 from mediaflow.engine.state import EngineState
 from mediaflow.engine.ticks import LeasedTick, LeaseDueTick
 from mediaflow.queue.contract import StreamKey
@@ -62,15 +62,41 @@ def on_lease_due(state: EngineState, tick: LeaseDueTick) -> Result:
 
 def on_leased(state: EngineState, tick: LeasedTick) -> Result:
     """The table after the lease call: new streams are claimed from disk (a
-    taken-over one carefully), streams lost meanwhile are not claimed any more."""
+    taken-over one carefully), streams lost meanwhile are not claimed any more
+    and their lines are dropped (:func:`_forget_lines`)."""
     mine = tick.mine & state.ordered
     new = mine - state.leased
     lost = state.leased - mine
     state = _settle(state, state.leased - lost | new, state.draining & mine, lost | new)
+    commands: list[Command] = []
+    if lost:
+        state, commands = _forget_lines(state, lost)
     if not new:
-        return state, []
+        return state, commands
     careful = state.careful | (tick.taken_over & new)
-    return replace(state, careful=careful), [WakeClaimerCommand()]
+    return replace(state, careful=careful), [*commands, WakeClaimerCommand()]
+
+
+def _forget_lines(state: EngineState, lost: frozenset[StreamKey]) -> Result:
+    """A lease lost while this process held work of the stream (it lapsed while
+    the queue was unreachable, or the event loop stalled past ``lease_ms``): the
+    new holder runs the stream now, so nothing waiting here may start, or one
+    node's items would run twice, in two processes at once. The items are not
+    released (a release could take them back from the new holder, which may hold
+    them already): taking the lease over handed them back to the queue, or they
+    go back once idle for ``lease_ms``, as a dead holder's do. A batch that runs
+    stops after its current item."""
+    nodes = dict(state.nodes)
+    commands: list[Command] = []
+    for stream in lost:
+        node = nodes.get(stream)
+        if node is None:
+            continue
+        if len(node.running) > 1 and not node.recalled:
+            commands.append(RecallCommand(stream))
+            node = replace(node, recalled=True)
+        nodes[stream] = replace(node, waiting=(), retry_at=None)
+    return replace(state, nodes=nodes), commands
 
 
 def _settle(

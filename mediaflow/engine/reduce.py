@@ -180,6 +180,10 @@ def admit(
             commands.extend(_dropped(item, reason, 0))
         elif state.stopping:
             released.append(item.entry_id)
+        elif _lease_lost(state, item.stream):
+            # Claimed just before the lease was lost: the new holder takes it
+            # (see leasing._forget_lines).
+            continue
         elif item.deliveries > 1 and node.holds(item.entry_id):
             # Claimed again after our lease lapsed: we already have it in line.
             # (Only a redelivery can be a duplicate; the check is a scan.)
@@ -203,6 +207,11 @@ def admit(
         node = nodes[stream]
         nodes[stream] = replace(node, waiting=_merge_by_seq(node.waiting, new))
     return start_ready(replace(state, nodes=nodes), arrivals, now, commands)
+
+
+def _lease_lost(state: EngineState, stream: StreamKey) -> bool:
+    """Whether ``stream`` belongs to an ordered node whose lease this process lacks."""
+    return stream in state.ordered and stream not in state.leased
 
 
 def _merge_by_seq(line: tuple[WorkItem, ...], new: list[WorkItem]) -> tuple[WorkItem, ...]:
@@ -332,6 +341,9 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
             commands.append(WakeAtCommand(retry_at))
             commands.append(_retry_event(failed, attempt, retry_at - now, tick.error))
     waiting = (*unstarted, *node.waiting) if unstarted else node.waiting
+    if waiting and _lease_lost(state, stream):
+        # Lost while the batch ran (leasing._forget_lines): the new holder runs the rest.
+        waiting, attempt, retry_at = (), 0, None
     if state.stopping and waiting:
         commands.append(ReleaseCommand(tuple(item.entry_id for item in waiting)))
         waiting = ()

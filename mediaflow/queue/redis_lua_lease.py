@@ -82,7 +82,9 @@ else
         for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', key, GROUP)) do
           local cname
           for k = 1, #c, 2 do if c[k] == 'name' then cname = c[k + 1] end end
-          if cname ~= consumer and not is_pseudo(cname) then
+          -- The taker's own too: a lease it lost (lapsed unrenewed) and takes
+          -- again finds what it dropped from memory here, to run first, in order.
+          if not is_pseudo(cname) then
             while true do
               local held = redis.call('XPENDING', key, GROUP, '-', '+', 1000, cname)
               if #held == 0 then break end

@@ -49,7 +49,7 @@ def lease(
         for stream in sorted(taken):
             span = tx.stream_span(stream)
             if span is not None:
-                cur.execute(sql.HAND_BACK, (*span, consumer))
+                cur.execute(sql.HAND_BACK, span)
                 if cur.rowcount:
                     handed_back += cur.rowcount
                 else:

@@ -214,10 +214,11 @@ LIVE_LEASES: Final = "SELECT node, holder FROM leases WHERE flow = ? AND expires
 LIVE_MEMBERS: Final = (
     "SELECT consumer FROM members WHERE flow = ? AND expires_at > ? ORDER BY consumer"
 )
-# Items of stream ids ?1..?2 pending to anyone but ?3: a lease's earlier holder's.
+# Items of stream ids ?1..?2 pending to anyone: a lease's earlier holder's, and the
+# taker's own (a lease it lost, lapsed unrenewed, and takes again: what it dropped
+# from memory then runs first, in order).
 HAND_BACK: Final = (
-    "UPDATE items SET state = 0, consumer = NULL "
-    "WHERE id BETWEEN ?1 AND ?2 AND state = 1 AND consumer != ?3"
+    "UPDATE items SET state = 0, consumer = NULL WHERE id BETWEEN ?1 AND ?2 AND state = 1"
 )
 
 RECLAIM_TO_READY: Final = """
