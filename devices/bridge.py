@@ -70,6 +70,7 @@ class FrameBridge(Generic[T]):
         self._closed_event = threading.Event()
         self._closed = False
         self._terminal: BaseException | None = None
+        self._finished = False  # the producer signalled the end or an error
         self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
         self._dropped = 0
         self._waiting_producers = 0
@@ -161,10 +162,14 @@ class FrameBridge(Generic[T]):
         """Close from the consumer side: drop buffered items, stop the producer.
 
         Never blocks. Idempotent. A blocked ``put`` wakes and raises ``BridgeClosed``.
+        The producer's outcome is forgotten: once ``get`` raised it, its traceback holds
+        ``get``'s frame and so this bridge, a cycle only the cyclic GC would free, with
+        the source behind it (a decoder, a resampler graph and its threads).
         """
         with self._lock:
             self._closed = True
             self._buffer.clear()
+            self._terminal = None
             self._not_full.notify_all()
             self._wake_consumer_locked()
         self._closed_event.set()
@@ -179,7 +184,7 @@ class FrameBridge(Generic[T]):
                 waiting=self._waiting_producers,
                 waiting_consumers=0 if self._waiter is None else 1,
                 policy=self.policy,
-                finished=self._terminal is not None,
+                finished=self._finished,
                 closed=self._closed,
             )
 
@@ -198,13 +203,16 @@ class FrameBridge(Generic[T]):
     def _check_open_locked(self) -> None:
         if self._closed:
             raise BridgeClosed("bridge closed by its consumer")
-        if self._terminal is not None:
+        if self._finished:
             raise RuntimeError("put after finish() or fail()")
 
     def _terminate(self, exc: BaseException) -> None:
         with self._lock:
-            if self._terminal is None:
-                self._terminal = exc
+            if not self._finished:
+                self._finished = True
+                # A closed bridge raises nothing more: keeping ``exc`` (its traceback
+                # holds the producer's frames, and so this bridge) would only make a cycle.
+                self._terminal = None if self._closed else exc
             self._wake_consumer_locked()
 
     def _wake_consumer_locked(self) -> None:

@@ -1,0 +1,171 @@
+"""The soak's flow and its process: the demo's pieces at demo scale, run by ``mediaflow run``.
+
+:func:`write_flow` writes a flow file built from the bundled demo's parts: two
+virtual cameras (lavfi test pictures, JPEGs on ``image`` and H.264 segments on
+``video``, as the demo's camera), eight virtual microphones each replaying the
+demo's spoken commands in a loop at speaking pace, a ``speech`` node with the
+demo's grammar on every microphone, and a ``recorder`` per camera muxing one
+microphone in. The seed picks each microphone's chunk length and each camera's
+test picture, so a run is repeatable and two seeds exercise different chunk sizes.
+
+:class:`SoakProcess` starts ``python -m mediaflow run FLOW --data DIR --port 0``
+with the disk cap (``ARTIFACT_MAX_BYTES``) and a short periodic sweep
+(``ARTIFACT_GC_INTERVAL_S``, ``ARTIFACT_GC_GRACE_S``) in its environment, its log
+in a file, and stops it with SIGINT as Ctrl-C would.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._common import REPO_ROOT
+from mediaflow.cli_demo import DEMO_DIR
+
+CAMERA_PICTURES = ("testsrc2", "testsrc", "smptehdbars", "rgbtestsrc")
+CHUNK_MS = (20, 50, 100, 200)
+SERVING = re.compile(r"serving on (http://127\.0\.0\.1:\d+)")
+
+
+@dataclass(frozen=True)
+class SoakFlow:
+    """What the flow holds; the defaults are the demo's scale and settings."""
+
+    cameras: int = 2
+    microphones: int = 8
+    size: str = "640x360"  # the demo camera's
+    rate: int = 15
+    fps: float = 5.0
+    segment_s: float = 2.0
+    clip_s: float = 4.0
+    seed: int = 1
+
+
+def flow_text(flow: SoakFlow, demo_dir: Path = DEMO_DIR) -> str:
+    """The flow file (TOML) for ``flow``; paths into ``demo_dir`` are absolute."""
+    pick = random.Random(flow.seed)
+    speech = (demo_dir / "speech" / "commands.wav").as_posix()
+    grammar = (demo_dir / "grammar" / "commands.gram").as_posix()
+    parts = ['[flow]\nname = "soak"\n']
+    for i in range(flow.cameras):
+        picture = pick.choice(CAMERA_PICTURES)
+        parts.append(
+            f'[[node]]\nid = "cam{i}"\nconnector = "camera"\n'
+            f'device = "lavfi:{picture}=size={flow.size}:rate={flow.rate}"\n'
+            f'fps = {flow.fps}\nsegment_s = {flow.segment_s}\ncodec = "h264"\n'
+        )
+    for i in range(flow.microphones):
+        parts.append(
+            f'[[node]]\nid = "mic{i}"\nconnector = "microphone"\ndevice = "file:{speech}"\n'
+            f"chunk_ms = {pick.choice(CHUNK_MS)}\nrealtime = true\nloop = true\n"
+        )
+        parts.append(
+            f'[[node]]\nid = "asr{i}"\nuse = "speech"\ngrammar = "{grammar}"\n'
+            f'inputs = {{ audio = "mic{i}.audio" }}\n'
+        )
+    for i in range(flow.cameras):
+        mic = i % flow.microphones
+        parts.append(
+            f'[[node]]\nid = "rec{i}"\nuse = "recorder"\nclip_s = {flow.clip_s}\n'
+            f'inputs = {{ video = "cam{i}.video", audio = "mic{mic}.audio" }}\n'
+        )
+    return "\n".join(parts)
+
+
+def write_flow(directory: Path, flow: SoakFlow) -> Path:
+    """Write ``soak.toml`` into ``directory`` and return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "soak.toml"
+    path.write_text(flow_text(flow))
+    return path
+
+
+@dataclass(frozen=True)
+class GcEnv:
+    """The run's GC settings: the cap, and a sweep every few seconds with a short grace."""
+
+    max_bytes: int
+    interval_s: float = 10.0
+    grace_s: float = 30.0
+    cap_check_s: float = 1.0
+
+    def environ(self) -> dict[str, str]:
+        return {
+            "ARTIFACT_MAX_BYTES": str(self.max_bytes),
+            "ARTIFACT_GC_INTERVAL_S": str(self.interval_s),
+            "ARTIFACT_GC_GRACE_S": str(self.grace_s),
+            "ARTIFACT_CAP_CHECK_S": str(self.cap_check_s),
+        }
+
+
+class SoakProcess:
+    """``mediaflow run`` as a child process; a context manager that always stops it."""
+
+    def __init__(self, flow_file: Path, data_dir: Path, gc: GcEnv, *, limit_s: float) -> None:
+        """``limit_s`` is a backstop (``--for``): the caller stops the run before it."""
+        self.data_dir = data_dir
+        self.log_path = data_dir.parent / "mediaflow.log"
+        # The embedded queue and a local store in data_dir, whatever this shell says.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACT_")}
+        for name in ("MEDIAFLOW_QUEUE", "MEDIAFLOW_STORE", "MEDIAFLOW_TOKEN"):
+            env.pop(name, None)
+        env.update(gc.environ())
+        command = [sys.executable, "-m", "mediaflow", "run", str(flow_file), "--data"]
+        command += [str(data_dir), "--port", "0", "--for", f"{limit_s:.0f}"]
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the child
+        self.proc = subprocess.Popen(
+            command, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO_ROOT
+        )
+        self.url: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_serving(self, timeout_s: float = 60.0) -> str:
+        """The wall's URL once the log says it serves. Raises ``RuntimeError`` with the
+        log's tail if the process exits first or ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = SERVING.search(self.log_text())
+            if found:
+                self.url = found.group(1)
+                return self.url
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"mediaflow run did not start serving:\n{self.log_tail()}")
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGINT (a clean stop), then SIGKILL past ``timeout_s``; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def __enter__(self) -> SoakProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

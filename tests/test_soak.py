@@ -1,0 +1,210 @@
+"""Soak: the demo's pieces at demo scale for a minute, and nothing may grow.
+
+``python -m bench.soak`` is the ten-minute run; this is its 60-second version in the
+suite, on the same flow (two virtual cameras at 640x360, eight microphones replaying
+the demo's spoken commands with a speech node each, two recorders) run as a
+subprocess, ``mediaflow run FLOW --data DIR --port 0``, sampled every 2 s from
+outside (``/proc``, a walk of the data directory, ``/metrics``).
+
+Bounds, and why. The warm-up here is the first third (20 s): decoders load, the
+speech nodes' buffers reach their largest utterance, the queue's WAL reaches its
+working size, the first clips are muxed and the first sweeps run; RSS still rises
+for ~20 s on an idle machine. After it:
+
+* RSS: the least-squares line's rise over the 60 s, and the last quarter's median
+  over the second's, under 16 MiB. Quiet runs show 5-9 MiB (the speech nodes and
+  caches still creep up after the warm-up). Keeping every decoded video frame
+  (2 x 15/s x 340 KB) would add ~600 MiB, every segment's encoder or every clip's
+  muxer several MiB every second or two, every WAV chunk (8 x 32 KB/s) ~15 MiB: all
+  caught. A leak of a few KB per item is not: that is the ten-minute run's job
+  (16 MiB over 600 s, after a 150 s warm-up).
+* Descriptors and threads: the highest after the warm-up at most 6 above the highest
+  during it, and no trend of more than 6 over the run. The counts wobble by ~5
+  (scrape connections, segment and clip files, an encoder's threads while segments
+  change over); one descriptor leaked per chunk (~150 chunks and frames/s here) or per
+  clip (one per 2 s) fails at once, one per sweep (every 5 s) fails the trend.
+* Disk: ``ARTIFACT_MAX_BYTES`` is 4 MiB, which the flow fills in ~12 s (the store
+  grows ~0.3 MB/s: JPEGs, segments and kept clips; the looping speech is stored once,
+  its chunks repeat byte for byte), so the cap is exercised for most of the run: the
+  artifact files must never exceed it by more than 4 MiB (the watcher checks every
+  second and a clip being muxed lands whole), and evictions must have happened.
+  Without eviction (the same run with a 64 MiB cap) the store holds 9.7 MB at 60 s
+  and nothing is evicted: both fail. The databases and
+  WALs: under 8 MiB of growth (the queue's WAL settles at ~10 MB within seconds).
+* Backlog: under 400 items of growth (2 s of this flow's ~200 items/s): a consumer
+  that falls behind on a loaded machine can lag, not diverge.
+* And it was alive: items acked in the last quarter and transcripts heard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+
+from bench._soak_flow import GcEnv, SoakFlow
+from bench._soak_judge import MIB, Bounds, judge, passed, table
+from bench._soak_run import run_soak
+from bench._soak_sample import Sample
+from devices.audio_chunks import pcm_wav
+from devices.audio_input import open_microphone
+from devices.bridge import FrameBridge, start_producer
+from devices.errors import DeviceLost
+
+SECONDS = 60.0
+CAP = 4 * MIB
+BOUNDS = Bounds(
+    rss=16 * MIB,
+    fds=6,
+    threads=6,
+    cap=CAP,
+    cap_margin=4 * MIB,
+    other=8 * MIB,
+    backlog=400,
+    warmup=1 / 3,
+    need_cap=True,
+)
+
+
+@pytest.mark.slow
+def test_a_minute_at_demo_scale_grows_nothing(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_soak(
+        SECONDS,
+        flow=SoakFlow(seed=1),
+        gc=GcEnv(CAP, interval_s=5.0, grace_s=10.0),
+        every=2.0,
+        workdir=tmp_path,
+    )
+    checks = judge(result.samples, BOUNDS)
+    report = "\n".join(
+        [
+            f"exit code {result.exit_code}, load average {result.loadavg}, "
+            f"{time.monotonic() - started:.0f} s in all",
+            table(result.samples),
+            *(check.line() for check in checks),
+            "log:",
+            result.log_tail,
+        ]
+    )
+    print(report)  # shown with -s, and on failure below
+    assert result.exit_code == 0, report
+    assert result.samples and result.samples[-1].t >= SECONDS - 1, report
+    assert passed(checks), report
+
+
+# -- what the soak found -------------------------------------------------------------
+#
+# A microphone looping a file opens a new input each time the file ends. Each ended
+# input stayed alive until the cyclic GC ran: the end of the stream, raised by the
+# bridge, kept a traceback whose frames held the bridge, which held the exception.
+# With it went the input's decoder and its resampler's filter graph with the graph's
+# threads: the soak's process gained ~16 threads every 10 s until a full collection.
+
+
+def speech_file(tmp_path: Path, seconds: float = 0.3) -> Path:
+    import numpy as np
+
+    samples = (np.sin(np.arange(int(16000 * seconds)) / 5) * 8000).astype(np.int16)
+    path = tmp_path / "tone.wav"
+    path.write_bytes(pcm_wav(samples.tobytes(), 16000, 1))
+    return path
+
+
+async def test_an_ended_input_is_freed_without_the_cyclic_gc(tmp_path: Path) -> None:
+    path = speech_file(tmp_path)
+    gc.disable()
+    try:
+        source = await asyncio.to_thread(open_microphone, f"file:{path}", rate=8000, realtime=False)
+        chunks = [chunk async for chunk in source]  # ends on EndOfStream
+        await source.aclose()
+        gone = weakref.ref(source)
+        del source
+        assert len(chunks) == 3
+        assert gone() is None, "the ended input waits for the cyclic GC"
+    finally:
+        gc.enable()
+
+
+async def test_a_failed_producer_is_freed_once_closed() -> None:
+    class Device:
+        """Stands for what a producer's frames hold: the device."""
+
+    gc.disable()
+    try:
+        device = Device()
+        gone = weakref.ref(device)
+        bridge: FrameBridge[int] = FrameBridge(2)
+
+        def produce(b: FrameBridge[int], held: Device = device) -> None:
+            b.put(1)
+            raise DeviceLost("test:0", OSError(19, "No such device"))
+
+        thread = start_producer(bridge, produce, name="t")
+        del device, produce
+        assert await bridge.get() == 1
+        with pytest.raises(DeviceLost):
+            await bridge.get()
+        thread.join(2)
+        bridge.close()
+        assert bridge.statistics().finished
+        assert gone() is None, "the failed producer's device waits for the cyclic GC"
+    finally:
+        gc.enable()
+
+
+# -- the bounds against leaks, on made-up series ------------------------------------
+
+
+def quiet_run(**leak: float) -> list[Sample]:
+    """Samples every 2 s for 60 s shaped like a quiet run (a warm-up, then wobbles and
+    RSS creeping up 6 MiB a minute),
+    plus ``leak``: per-second growth of ``rss`` (bytes), ``fds``, ``threads``,
+    ``artifacts`` (bytes, on top of a store held at the cap)."""
+    samples = []
+    for i in range(31):
+        t = 2.0 * i
+        wobble = (-1, 0, 2, 1, -2)[i % 5]
+        warm = min(t, 20.0) / 20.0
+        drift = 0.1 * MIB * max(0.0, t - 20.0)  # what quiet runs show after the warm-up
+        samples.append(
+            Sample(
+                t=t,
+                rss=int(
+                    540 * MIB + 110 * MIB * warm + drift + wobble * MIB + leak.get("rss", 0) * t
+                ),
+                fds=int(44 + wobble + leak.get("fds", 0) * t),
+                threads=int(79 + abs(wobble) * 3 // 2 + leak.get("threads", 0) * t),
+                cpu_s=0.8 * t,
+                disk=int(min(CAP, 0.3e6 * t) + 11e6 + leak.get("artifacts", 0) * t),
+                artifacts=int(min(CAP, 0.3e6 * t) + leak.get("artifacts", 0) * t),
+                backlog=20 + 5 * wobble,
+                acked=200 * i,
+                transcripts=15 * i,
+                evicted=max(0, 100 * (i - 7)),
+            )
+        )
+    return samples
+
+
+@pytest.mark.parametrize(
+    ("leak", "caught_by"),
+    [
+        ({}, set()),
+        ({"fds": 200.0}, {"open descriptors"}),  # one per audio chunk
+        ({"fds": 0.5}, {"open descriptors"}),  # one per clip
+        ({"fds": 0.2}, {"open descriptors trend"}),  # one per sweep
+        ({"threads": 1.0}, {"threads"}),
+        ({"rss": 340e3 * 30}, {"RSS"}),  # every decoded frame
+        ({"rss": 8 * 32e3}, {"RSS"}),  # every WAV chunk (8 microphones, 16 kHz)
+        ({"artifacts": 0.3e6}, {"artifact files"}),  # nothing evicted
+    ],
+)
+def test_the_bounds_catch_a_leak(leak: dict[str, float], caught_by: set[str]) -> None:
+    failed = [check.name for check in judge(quiet_run(**leak), BOUNDS) if not check.ok]
+    assert all(any(name.startswith(prefix) for name in failed) for prefix in caught_by), failed
+    assert bool(failed) == bool(caught_by), failed
