@@ -82,6 +82,13 @@ class SmallFs:
         return make_room(self.root)
 
 
+def _system_tool(name: str) -> str | None:
+    """``name`` on PATH or in the system directories a root shell has on its PATH
+    (a caller with ``PATH=/usr/bin:/bin`` still finds ``/usr/sbin/mkfs.ext4``)."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    return shutil.which(name, path=path)
+
+
 def free_bytes(root: Path) -> int:
     """Bytes an unprivileged write may still take under ``root`` (``f_bavail``; as
     root, ext4's reserved blocks would be usable too, so images are made with none)."""
@@ -147,7 +154,7 @@ def mount_refusal() -> str | None:
         return f"small filesystems are mounted on Linux only, not {sys.platform}"
     if os.geteuid() != 0:
         return f"mounting a small filesystem needs root (euid {os.geteuid()})"
-    if shutil.which("mount") is None or shutil.which("umount") is None:
+    if _system_tool("mount") is None or _system_tool("umount") is None:
         return "mount/umount are not installed"
     return None
 
@@ -186,12 +193,13 @@ def small_fs(
 
 
 def _make_ext4(image: Path, size: int) -> None:
-    if shutil.which("mkfs.ext4") is None:
+    mkfs = _system_tool("mkfs.ext4")
+    if mkfs is None:
         raise MountRefused("mkfs.ext4 is not installed (e2fsprogs)")
     with open(image, "wb") as out:
         out.truncate(size)  # sparse: the image costs the host nothing until written
     # -m 0: no blocks reserved for root, so statvfs's f_bavail is what root can write.
-    _run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)])
+    _run([mkfs, "-q", "-F", "-m", "0", str(image)])
 
 
 def _run(argv: list[str]) -> None:
