@@ -229,25 +229,35 @@ async def list_dead_letters(request: web.Request) -> web.StreamResponse:
     except ValueError as exc:
         return error(400, str(exc))
     except (QueueError, TimeoutError) as exc:
-        return error(503, f"queue unavailable: {exc or type(exc).__name__}")
+        return _queue_away(exc)
     if not letters and not await known_flow(state, name):
         return error(404, f"no flow {name!r}")
     body = {"flow": name, "dead_letters": [dead_letter_view(d) for d in letters]}
     return web.json_response(body, headers=NO_STORE)
 
 
+def _queue_away(exc: BaseException) -> web.Response:
+    return error(503, f"queue unavailable: {exc or type(exc).__name__}")
+
+
+def _dead_letter_queue(state: AppState, name: str, dead_id: str) -> WorkQueue | web.Response:
+    """The queue holding ``name``'s dead letter ``dead_id``, or the refusal."""
+    queue = _queue_of(state, name)
+    if not isinstance(queue, web.Response) and len(dead_id) > MAX_ID_LEN:
+        return _no_dead_letter(name, dead_id[:MAX_ID_LEN])
+    return queue
+
+
 async def requeue_dead_letter(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     name, dead_id = request.match_info["flow"], request.match_info["id"]
-    queue = _queue_of(state, name)
+    queue = _dead_letter_queue(state, name, dead_id)
     if isinstance(queue, web.Response):
         return queue
-    if len(dead_id) > MAX_ID_LEN:
-        return _no_dead_letter(name, dead_id[:MAX_ID_LEN])
     try:
         item = await asyncio.wait_for(queue.requeue_dead_letter(name, dead_id), QUEUE_TIMEOUT_S)
     except (QueueError, TimeoutError) as exc:
-        return error(503, f"queue unavailable: {exc or type(exc).__name__}")
+        return _queue_away(exc)
     if item is None:
         return _no_dead_letter(name, dead_id)
     requeued = item_view(item)
@@ -260,18 +270,16 @@ async def requeue_dead_letter(request: web.Request) -> web.StreamResponse:
 async def delete_dead_letter(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     name, dead_id = request.match_info["flow"], request.match_info["id"]
-    queue = _queue_of(state, name)
+    queue = _dead_letter_queue(state, name, dead_id)
     if isinstance(queue, web.Response):
         return queue
-    if len(dead_id) > MAX_ID_LEN:
-        return _no_dead_letter(name, dead_id[:MAX_ID_LEN])
     try:
         dead = await asyncio.wait_for(queue.dead_letter_of(name, dead_id), QUEUE_TIMEOUT_S)
         deleted = dead is not None and await asyncio.wait_for(
             queue.delete_dead_letter(name, dead_id), QUEUE_TIMEOUT_S
         )
     except (QueueError, TimeoutError) as exc:
-        return error(503, f"queue unavailable: {exc or type(exc).__name__}")
+        return _queue_away(exc)
     if dead is None or not deleted:
         return _no_dead_letter(name, dead_id)
     state.bus.publish(
