@@ -187,6 +187,7 @@ class FlowRunner:
             claim_wake=self._claim_wake,
         )
         self._effects: set[asyncio.Task[Any]] = set()
+        self._dead_letters = asyncio.Lock()
         self._heartbeat_failing = False
         self._leases = LeaseRound(
             queue=queue,
@@ -220,7 +221,7 @@ class FlowRunner:
             case RecallCommand(stream=stream):
                 self._executor.recall(stream)
             case DeadLetterCommand(item=item, reason=reason):
-                self._spawn(self._queue.dead_letter(item, reason))
+                self._spawn(self._dead_letter(item, reason))
             case ReleaseCommand(entry_ids=ids, started=started):
                 self._spawn(self._queue.release(list(ids), started=started))
             case WakeAtCommand(at=at):
@@ -233,6 +234,12 @@ class FlowRunner:
                 self.bus.publish(event_type, data)
             case _:
                 assert_never(command)
+
+    async def _dead_letter(self, item: WorkItem, reason: str) -> None:
+        # One at a time, in the order decided: dead letters read back newest
+        # first must be in the order the items died.
+        async with self._dead_letters:
+            await self._queue.dead_letter(item, reason)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run an effect in the background, keeping a reference and logging failures."""
