@@ -1,4 +1,4 @@
-"""The soak's flow and its process: the demo's pieces at demo scale, run by ``mediaflow run``.
+"""The soak's flow: the demo's pieces at demo scale, run by ``mediaflow run``.
 
 :func:`write_flow` writes a flow file built from the bundled demo's parts: two
 virtual cameras (lavfi test pictures, JPEGs on ``image`` and H.264 segments on
@@ -8,30 +8,19 @@ demo's grammar on every microphone, and a ``recorder`` per camera muxing one
 microphone in. The seed picks each microphone's chunk length and each camera's
 test picture, so a run is repeatable and two seeds exercise different chunk sizes.
 
-:class:`SoakProcess` starts ``python -m mediaflow run FLOW --data DIR --port 0``
-with the disk cap (``ARTIFACT_MAX_BYTES``) and a short periodic sweep
-(``ARTIFACT_GC_INTERVAL_S``, ``ARTIFACT_GC_GRACE_S``) in its environment, its log
-in a file, and stops it with SIGINT as Ctrl-C would.
+:mod:`bench._flow_process` runs it.
 """
 
 from __future__ import annotations
 
-import os
 import random
-import re
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._common import REPO_ROOT
 from mediaflow.cli_demo import DEMO_DIR
 
 CAMERA_PICTURES = ("testsrc2", "testsrc", "smptehdbars", "rgbtestsrc")
 CHUNK_MS = (20, 50, 100, 200)
-SERVING = re.compile(r"serving on (http://127\.0\.0\.1:\d+)")
 
 
 @dataclass(frozen=True)
@@ -85,87 +74,3 @@ def write_flow(directory: Path, flow: SoakFlow) -> Path:
     path = directory / "soak.toml"
     path.write_text(flow_text(flow))
     return path
-
-
-@dataclass(frozen=True)
-class GcEnv:
-    """The run's GC settings: the cap, and a sweep every few seconds with a short grace."""
-
-    max_bytes: int
-    interval_s: float = 10.0
-    grace_s: float = 30.0
-    cap_check_s: float = 1.0
-
-    def environ(self) -> dict[str, str]:
-        return {
-            "ARTIFACT_MAX_BYTES": str(self.max_bytes),
-            "ARTIFACT_GC_INTERVAL_S": str(self.interval_s),
-            "ARTIFACT_GC_GRACE_S": str(self.grace_s),
-            "ARTIFACT_CAP_CHECK_S": str(self.cap_check_s),
-        }
-
-
-class SoakProcess:
-    """``mediaflow run`` as a child process; a context manager that always stops it."""
-
-    def __init__(self, flow_file: Path, data_dir: Path, gc: GcEnv, *, limit_s: float) -> None:
-        """``limit_s`` is a backstop (``--for``): the caller stops the run before it."""
-        self.data_dir = data_dir
-        self.log_path = data_dir.parent / "mediaflow.log"
-        # The embedded queue and a local store in data_dir, whatever this shell says.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACT_")}
-        for name in ("MEDIAFLOW_QUEUE", "MEDIAFLOW_STORE", "MEDIAFLOW_TOKEN"):
-            env.pop(name, None)
-        env.update(gc.environ())
-        command = [sys.executable, "-m", "mediaflow", "run", str(flow_file), "--data"]
-        command += [str(data_dir), "--port", "0", "--for", f"{limit_s:.0f}"]
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the child
-        self.proc = subprocess.Popen(
-            command, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO_ROOT
-        )
-        self.url: str | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def wait_serving(self, timeout_s: float = 60.0) -> str:
-        """The wall's URL once the log says it serves. Raises ``RuntimeError`` with the
-        log's tail if the process exits first or ``timeout_s`` passes."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = SERVING.search(self.log_text())
-            if found:
-                self.url = found.group(1)
-                return self.url
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise RuntimeError(f"mediaflow run did not start serving:\n{self.log_tail()}")
-
-    def stop(self, timeout_s: float = 60.0) -> int:
-        """SIGINT (a clean stop), then SIGKILL past ``timeout_s``; the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def __enter__(self) -> SoakProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

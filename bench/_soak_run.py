@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._soak_flow import GcEnv, SoakFlow, SoakProcess, write_flow
+from bench._flow_process import FlowProcess, GcEnv
+from bench._soak_flow import SoakFlow, write_flow
 from bench._soak_sample import Sample, take_sample
 
 
@@ -63,7 +64,7 @@ def run_soak(
     base = workdir or Path(tempfile.mkdtemp(prefix="mediaflow-soak-"))
     flow_file = write_flow(base / "flow", flow)
     result = SoakResult(flow, gc, seconds, workdir=str(base), loadavg=[os.getloadavg()])
-    with SoakProcess(flow_file, base / "data", gc, limit_s=seconds + 120) as proc:
+    with FlowProcess(flow_file, base / "data", gc, limit_s=seconds + 120) as proc:
         url = proc.wait_serving()
         started = time.monotonic()
         deadline = started

@@ -42,7 +42,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench._soak_flow import GcEnv, SoakFlow
+from bench._flow_process import GcEnv
+from bench._soak_flow import SoakFlow
 from bench._soak_judge import MIB, Bounds, judge, passed, table
 from bench._soak_run import SoakResult, run_soak
 from bench._soak_sample import Sample

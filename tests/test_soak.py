@@ -46,7 +46,8 @@ from pathlib import Path
 
 import pytest
 
-from bench._soak_flow import GcEnv, SoakFlow
+from bench._flow_process import GcEnv
+from bench._soak_flow import SoakFlow
 from bench._soak_judge import MIB, Bounds, judge, passed, table
 from bench._soak_run import run_soak
 from bench._soak_sample import Sample
