@@ -269,3 +269,21 @@ def test_keyphrase_spotting_finds_the_phrase(track: Track) -> None:
         heard += stream.push(wav_bytes(samples[at : at + step]), at / RATE)
     assert [t.text for t in heard] == ["open the door"]
     assert abs(heard[0].start - track.sentences[3].start) <= TIME_SLACK_S
+
+
+def test_a_stream_ending_mid_utterance_on_a_frame_boundary_keeps_its_final(
+    track: Track,
+) -> None:
+    # pocketsphinx's Endpointer.end_stream raises IndexError on an empty buffer; a
+    # stream whose last chunk ended exactly on a frame boundary inside an utterance
+    # used to lose that utterance's final there.
+    samples = read_samples(track.path)[:, 0]
+    spoken = track.sentences[0]
+    recognizer = PocketSphinxRecognizer(SphinxSearch(grammar=GRAMMAR.read_text()))
+    frame = recognizer._frame_bytes // 2  # samples per endpointer frame
+    cut = int(spoken.end * RATE) // frame * frame  # inside the sentence, frame-aligned
+    heard = recognizer.feed(samples[:cut].tobytes())
+    assert all(not r.final for r in heard)  # still in the utterance when the stream ends
+    finals = [r for r in recognizer.flush() if r.final]
+    assert len(finals) == 1 and finals[0].text
+    assert abs(finals[0].start - spoken.start) <= TIME_SLACK_S

@@ -232,7 +232,10 @@ class PocketSphinxRecognizer:
         """See :meth:`Recognizer.flush`."""
         results: list[Result] = []
         if self._utterance_start is not None:
-            tail = self._endpointer.end_stream(bytes(self._pending))
+            # end_stream raises IndexError on an empty buffer (pocketsphinx 5), which a
+            # stream ending on a frame boundary gives it; one zero sample is padded
+            # to a frame of silence, as any short tail is.
+            tail = self._endpointer.end_stream(bytes(self._pending) or b"\0\0")
             if tail is not None:
                 results += self._hear(tail)
             end = self._now() + len(self._pending) / 2 / SAMPLE_RATE
