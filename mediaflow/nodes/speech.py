@@ -8,18 +8,17 @@ while it is spoken (only when it changes). Each is also published as a
 the stream's clock (chunk ``pts``; counted samples when a chunk has none).
 
 The recogniser (see :mod:`mediaflow.nodes.recognizer`) is pocketsphinx with its
-bundled en-us model unless ``engine`` names another. It lives on one thread
-owned by the node: it is stateful and not thread-safe, and decoding is
-CPU-bound. pocketsphinx keeps the GIL inside each call, so the thread does not
-run in parallel with other Python code (speech nodes in one process share one
-core) and the event loop waits out each call: while an utterance is spoken the
-streaming decoder is fed one 30 ms frame per call, which bounds that wait (a few
-ms with a grammar; with the default language model ~50 ms); when it ends, its
-final is decoded whole in one call, so the loop waits that long: up to ~0.1 s
-with a grammar, with the default language model about half the utterance's
-length or more (``python -m bench.speech --redecode``); ``max_utterance_s``
-bounds it, ``redecode = false`` avoids it at the price of worse finals. Many
-streams need several processes (one flow each).
+bundled en-us model unless ``engine`` names another. It is stateful, not
+thread-safe and CPU-bound: the node calls it from one thread of its own. And
+pocketsphinx keeps the GIL inside each call, so by default (``isolate =
+"process"``) the recogniser lives in a host process shared with other speech
+nodes (:mod:`mediaflow.nodes.speech_host`) and the node's thread waits on a pipe,
+without the GIL; the event loop and the encoders go on meanwhile. With
+``isolate = "thread"`` it lives on the node's thread, and every other thread of
+the process waits out each call: a few ms per 30 ms frame while an utterance is
+spoken, and its whole decode when it ends (up to ~0.1 s with a grammar; with
+the default language model about half the utterance's length or more:
+``python -m bench.speech --redecode``).
 
 Finals. Each final is what pocketsphinx gives for that utterance's audio
 decoded whole by a fresh decoder (batch CMN, on every utterance, the first of a
@@ -86,16 +85,21 @@ from typing import Any, ClassVar, TypeVar
 from mediaflow.media import MediaError, MediaRef
 from mediaflow.node import Context, Node
 from mediaflow.nodes.recognizer import (
-    PocketSphinxRecognizer,
     Recognizer,
     RecognizerError,
     SphinxSearch,
-    load_engine,
     resolve_vad_mode,
 )
 from mediaflow.nodes.speech_audio import (
     AudioFormatError,
     is_wav_media_type,
+)
+from mediaflow.nodes.speech_host import HostedRecognizer
+from mediaflow.nodes.speech_recipe import (
+    EngineRecipe,
+    PocketSphinxRecipe,
+    RecognizerRecipe,
+    read_grammar,
 )
 from mediaflow.nodes.speech_stream import MAX_HOLE_FILL_S, SpeechStream, Transcript
 from mediaflow.nodes.whole_utterance import DEFAULT_MAX_UTTERANCE_S
@@ -106,6 +110,7 @@ log = logging.getLogger("mediaflow.nodes.speech")
 __all__ = ["MAX_HOLE_FILL_S", "SpeechInputError", "SpeechNode", "SpeechStream", "Transcript"]
 
 T = TypeVar("T")
+ISOLATIONS = ("process", "thread")
 
 
 class SpeechInputError(ValueError):
@@ -172,7 +177,10 @@ class SpeechNode(Node):
     decoder's own, cheaper and less accurate); ``max_utterance_s`` (30): an
     utterance is cut at this length, a new one starts with the speech after it.
     Or ``engine = "package.module:Class"`` with ``engine_options`` (keyword
-    arguments of the class) for another recogniser.
+    arguments of the class) for another recogniser. ``isolate``: ``"process"``
+    (pocketsphinx's default) builds the recogniser in a host process shared by the
+    speech nodes (:mod:`mediaflow.nodes.speech_host`: off the GIL), ``"thread"``
+    (an ``engine``'s default) on the node's own thread in this process.
     Raises ``ValueError`` for a contradictory set of options.
     """
 
@@ -194,7 +202,10 @@ class SpeechNode(Node):
         decoder_options: Mapping[str, Any] | None = None,
         redecode: bool | None = None,
         max_utterance_s: float | None = None,
+        isolate: str | None = None,
     ) -> None:
+        if isolate is not None and isolate not in ISOLATIONS:
+            raise ValueError(f"speech: isolate must be one of {ISOLATIONS}; got {isolate!r}")
         check_options(
             {"grammar": grammar, "keyphrase": keyphrase, "lm": lm},
             {
@@ -222,6 +233,7 @@ class SpeechNode(Node):
         )
         if not self.max_utterance_s > 0:
             raise ValueError(f"speech: max_utterance_s must be positive; got {max_utterance_s!r}")
+        self.isolate = isolate or ("thread" if engine is not None else "process")
         self._executor: ThreadPoolExecutor | None = None
         self._stream: SpeechStream | None = None
         self._node = "speech"
@@ -229,53 +241,50 @@ class SpeechNode(Node):
         self._outbox: deque[Transcript] = deque()  # results not yet emitted
 
     async def setup(self, ctx: Context) -> None:
-        """Start the node's thread and load the recogniser there (blocks that thread
-        ~0.1-0.4 s). Raises :class:`RecognizerError` naming the node."""
+        """Start the node's thread and build the recogniser from there (blocks that
+        thread ~0.1-0.4 s while the model loads, and starts a host process first when
+        none has room). Raises :class:`RecognizerError` naming the node."""
         self._node = ctx.node
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"speech-{ctx.node}")
-        build = self._recognizer_factory(ctx.flow_dir)
         try:
-            recognizer = await self._call(build)
+            recognizer = await self._call(self._build, ctx.flow_dir)
         except RecognizerError as exc:
             raise RecognizerError(f"speech node {ctx.node!r}: {exc}") from exc
         self._stream = SpeechStream(recognizer, partials=self.partials)
 
-    def _recognizer_factory(self, flow_dir: Path) -> Callable[[], Recognizer]:
+    def _build(self, flow_dir: Path) -> Recognizer:
+        recipe = self._recipe(flow_dir)
+        if self.isolate == "process":
+            return HostedRecognizer(recipe)
+        return recipe.build()
+
+    def _recipe(self, flow_dir: Path) -> RecognizerRecipe:
         def path(option: str | None) -> Path | None:
             if option is None:
                 return None
             resolved = Path(option).expanduser()
             return resolved if resolved.is_absolute() else flow_dir / resolved
 
-        engine, engine_options = self.engine, self.engine_options
-        if engine is not None:
-            return lambda: load_engine(engine, engine_options, flow_dir)
-
-        def build() -> Recognizer:
-            grammar_path = path(self.grammar)
-            try:
-                grammar = grammar_path.read_text() if grammar_path is not None else None
-            except OSError as exc:
-                raise RecognizerError(f"cannot read grammar {grammar_path}: {exc}") from exc
-            search = SphinxSearch(
-                grammar=grammar,
-                grammar_name=grammar_path.stem if grammar_path is not None else "grammar",
-                keyphrase=self.keyphrase,
-                kws_threshold=self.kws_threshold,
-                lm=path(self.lm),
-            )
-            return PocketSphinxRecognizer(
-                search,
-                model=path(self.model),
-                dictionary=path(self.dictionary),
-                vad_mode=self.vad_mode,
-                partials=self.partials,
-                decoder_options=self.decoder_options,
-                redecode=self.redecode,
-                max_utterance_s=self.max_utterance_s,
-            )
-
-        return build
+        if self.engine is not None:
+            return EngineRecipe(self.engine, self.engine_options, flow_dir)
+        grammar_path = path(self.grammar)
+        search = SphinxSearch(
+            grammar=read_grammar(grammar_path),
+            grammar_name=grammar_path.stem if grammar_path is not None else "grammar",
+            keyphrase=self.keyphrase,
+            kws_threshold=self.kws_threshold,
+            lm=path(self.lm),
+        )
+        return PocketSphinxRecipe(
+            search,
+            model=path(self.model),
+            dictionary=path(self.dictionary),
+            vad_mode=self.vad_mode,
+            partials=self.partials,
+            decoder_options=self.decoder_options,
+            redecode=self.redecode,
+            max_utterance_s=self.max_utterance_s,
+        )
 
     async def run(self, ctx: Context) -> None:
         """Feed one chunk; emit what it completed. Raises :class:`SpeechInputError`
@@ -335,12 +344,15 @@ class SpeechNode(Node):
         self._executor = self._stream = None
         if executor is None:
             return
+        loop = asyncio.get_running_loop()
         try:
             if stream is not None:
-                lost = await asyncio.get_running_loop().run_in_executor(executor, stream.flush)
+                lost = await loop.run_in_executor(executor, stream.flush)
                 for item in lost:
                     log.warning("speech node %r stopped mid-utterance: %r", self._node, item.text)
         finally:
+            if stream is not None and isinstance(stream.recognizer, HostedRecognizer):
+                await loop.run_in_executor(executor, stream.recognizer.close)
             executor.shutdown(wait=False)
 
     def _require_stream(self) -> SpeechStream:

@@ -1,0 +1,74 @@
+"""How to build a speech node's recogniser, as a value that can cross to another process.
+
+A recipe is everything the recogniser needs (the grammar's text, not its path, is in
+it: the file is read once, where the node runs) and :meth:`build` makes the
+recogniser. It is a frozen dataclass of plain values so that it pickles: the node
+hands it to a recogniser host process (:mod:`mediaflow.nodes.speech_host`), which
+builds the recogniser there, or builds it itself on its own thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mediaflow.nodes.recognizer import (
+    PocketSphinxRecognizer,
+    Recognizer,
+    RecognizerError,
+    SphinxSearch,
+    load_engine,
+)
+
+
+@dataclass(frozen=True)
+class PocketSphinxRecipe:
+    """The built-in engine's settings (see :class:`PocketSphinxRecognizer`)."""
+
+    search: SphinxSearch
+    model: Path | None = None
+    dictionary: Path | None = None
+    vad_mode: int = 0
+    partials: bool = True
+    decoder_options: dict[str, Any] = field(default_factory=dict)
+    redecode: bool = True
+    max_utterance_s: float = 30.0
+
+    def build(self) -> Recognizer:
+        """Load the model (blocks ~0.1-0.4 s). Raises :class:`RecognizerError`."""
+        return PocketSphinxRecognizer(
+            self.search,
+            model=self.model,
+            dictionary=self.dictionary,
+            vad_mode=self.vad_mode,
+            partials=self.partials,
+            decoder_options=self.decoder_options,
+            redecode=self.redecode,
+            max_utterance_s=self.max_utterance_s,
+        )
+
+
+@dataclass(frozen=True)
+class EngineRecipe:
+    """Another engine: ``"package.module:Class"`` built with ``options``."""
+
+    target: str
+    options: dict[str, Any]
+    search_dir: Path | None = None
+
+    def build(self) -> Recognizer:
+        return load_engine(self.target, self.options, self.search_dir)
+
+
+RecognizerRecipe = PocketSphinxRecipe | EngineRecipe
+
+
+def read_grammar(path: Path | None) -> str | None:
+    """The grammar file's text. Raises :class:`RecognizerError` naming the file."""
+    if path is None:
+        return None
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise RecognizerError(f"cannot read grammar {path}: {exc}") from exc

@@ -1,0 +1,156 @@
+"""Recognisers in host processes: the same words, off the GIL, surviving a host's death.
+
+Real pocketsphinx in real child processes, fed espeak-ng sentences (the track of
+``tests.speech_helpers``) as the speech node feeds them: 16 kHz PCM in 100 ms pieces.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from mediaflow.nodes.recognizer import RecognizerError, Result, SphinxSearch
+from mediaflow.nodes.speech import SpeechNode
+from mediaflow.nodes.speech_host import (
+    PROCESSES_ENV,
+    HostedRecognizer,
+    HostLost,
+    HostPool,
+    default_processes,
+)
+from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
+from tests.speech_helpers import GRAMMAR, RATE, Track, make_track, read_samples
+
+PIECE = RATE // 10  # samples in 100 ms
+
+
+@pytest.fixture(scope="module")
+def track(tmp_path_factory: pytest.TempPathFactory) -> Track:
+    return make_track(tmp_path_factory.mktemp("host"))
+
+
+@pytest.fixture(scope="module")
+def pcm(track: Track) -> bytes:
+    return read_samples(track.path)[:, 0].tobytes()
+
+
+RECIPE = PocketSphinxRecipe(SphinxSearch(grammar=GRAMMAR.read_text()))
+
+
+def hear(recognizer: object, pcm: bytes, stop: int | None = None) -> list[Result]:
+    step = PIECE * 2
+    out: list[Result] = []
+    for at in range(0, len(pcm) if stop is None else stop, step):
+        out += recognizer.feed(pcm[at : at + step])  # type: ignore[attr-defined]
+    return out
+
+
+def finals(results: list[Result]) -> list[str]:
+    return [r.text for r in results if r.final]
+
+
+def cpu_of(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        after = fh.read().rsplit(")", 1)[1].split()
+    return (int(after[11]) + int(after[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_hosted_recogniser_hears_what_one_in_this_process_hears(track: Track, pcm: bytes) -> None:
+    pool = HostPool(1)
+    hosted = HostedRecognizer(RECIPE, pool)
+    try:
+        here = RECIPE.build()
+        expected = hear(here, pcm) + here.flush()
+        got = hear(hosted, pcm) + hosted.flush()
+    finally:
+        hosted.close()
+    assert got == expected
+    assert finals(got) == track.texts
+    assert pool.pids() == []  # the last recogniser closed: its host stopped
+
+
+def test_decoding_runs_in_the_host_not_in_this_process(pcm: bytes) -> None:
+    hosted = HostedRecognizer(RECIPE, HostPool(1))
+    try:
+        pid = hosted.host_pid
+        assert pid is not None and pid != os.getpid()
+        host_before, here_before = cpu_of(pid), time.thread_time()
+        hear(hosted, pcm)
+        host_cpu, here_cpu = cpu_of(pid) - host_before, time.thread_time() - here_before
+    finally:
+        hosted.close()
+    # The calling thread only sends pieces and waits on the pipe without the GIL.
+    assert host_cpu > 0.05
+    assert here_cpu < host_cpu / 4, (here_cpu, host_cpu)
+
+
+def test_a_killed_host_fails_one_call_then_a_fresh_recogniser_goes_on(
+    track: Track, pcm: bytes
+) -> None:
+    pool = HostPool(1)
+    hosted = HostedRecognizer(RECIPE, pool)
+    try:
+        middle = int(track.sentences[1].start * RATE) * 2
+        assert finals(hear(hosted, pcm, stop=middle)) == track.texts[:1]
+        first_pid = hosted.host_pid
+        assert first_pid is not None
+        os.kill(first_pid, signal.SIGKILL)
+        with pytest.raises(HostLost, match=f"process {first_pid} exited"):
+            hosted.feed(pcm[middle : middle + PIECE * 2])
+        assert hosted.host_pid not in (None, first_pid)  # rebuilt in a new host
+        rest = hear(hosted, pcm[middle:]) + hosted.flush()
+    finally:
+        hosted.close()
+    # The sentence being spoken when its host died is lost; the later ones are heard.
+    assert finals(rest)[-2:] == track.texts[-2:]
+    assert pool.pids() == []
+
+
+def test_a_build_failure_in_the_host_reaches_the_caller_as_it_was_raised() -> None:
+    pool = HostPool(1)
+    bad = PocketSphinxRecipe(SphinxSearch(grammar="#JSGF V1.0;\ngrammar g;\npublic <s> = xyzzy;"))
+    with pytest.raises(RecognizerError, match="xyzzy"):
+        HostedRecognizer(bad, pool)
+    assert pool.pids() == []
+
+
+def test_recognisers_share_at_most_the_pool_s_size_of_hosts(pcm: bytes) -> None:
+    pool = HostPool(2)
+    hosted = [HostedRecognizer(RECIPE, pool) for _ in range(3)]
+    try:
+        assert len(set(pool.pids())) == 2
+        assert len({r.host_pid for r in hosted}) == 2
+        for recognizer in hosted:
+            hear(recognizer, pcm, stop=PIECE * 20)
+    finally:
+        for recognizer in hosted:
+            recognizer.close()
+    assert pool.pids() == []
+
+
+def test_the_number_of_hosts_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROCESSES_ENV, "3")
+    assert default_processes() == 3
+    monkeypatch.setenv(PROCESSES_ENV, "none")
+    with pytest.raises(ValueError, match=PROCESSES_ENV):
+        default_processes()
+    monkeypatch.delenv(PROCESSES_ENV)
+    assert default_processes() == (os.cpu_count() or 1)
+
+
+def test_the_node_isolates_pocketsphinx_in_a_process_and_an_engine_in_a_thread() -> None:
+    assert SpeechNode(grammar="g.gram").isolate == "process"
+    assert SpeechNode(engine="pkg.mod:Engine").isolate == "thread"
+    assert SpeechNode(grammar="g.gram", isolate="thread").isolate == "thread"
+    with pytest.raises(ValueError, match="isolate must be one of"):
+        SpeechNode(isolate="container")
+
+
+def test_a_missing_grammar_file_is_named(tmp_path: Path) -> None:
+    node = SpeechNode(grammar="missing.gram")
+    with pytest.raises(RecognizerError, match=r"missing\.gram"):
+        node._build(tmp_path)
