@@ -13,12 +13,14 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mediaflow.config import ConfigError
 
 LOOP_ENV = "MEDIAFLOW_LOOP"
 LOOP_CHOICES = ("auto", "uvloop", "asyncio")
+IO_THREADS_ENV = "MEDIAFLOW_IO_THREADS"
 
 T = TypeVar("T")
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
@@ -48,10 +50,36 @@ def loop_factory(choice: str | None = None) -> LoopFactory | None:
     return factory
 
 
-def run(main: Coroutine[Any, Any, T], *, factory: LoopFactory | None = None) -> T:
-    """``asyncio.run(main)`` on the loop ``factory`` makes (asyncio's own when None)."""
+def run(
+    main: Coroutine[Any, Any, T],
+    *,
+    factory: LoopFactory | None = None,
+    executor: ThreadPoolExecutor | None = None,
+) -> T:
+    """``asyncio.run(main)`` on the loop ``factory`` makes (asyncio's own when None),
+    with ``executor`` (default :func:`io_executor`) as its default executor."""
     with asyncio.Runner(loop_factory=factory) as runner:
+        runner.get_loop().set_default_executor(executor or io_executor())
         return runner.run(main)
+
+
+def io_executor() -> ThreadPoolExecutor:
+    """The threads ``asyncio.to_thread`` runs blocking file work on: saves (each one
+    fsyncs a file and its directory), reads, SQLite. asyncio's default (cores + 4)
+    suits CPU-bound work; these threads mostly wait on the disk, and with few of
+    them a camera's saves queue behind a dozen microphones' reads whenever an
+    fsync is slow (measured: a 720p30 camera beside 16 speech nodes skipped 2
+    JPEGs a second on a virtual disk with 6 threads, none with 32)."""
+    workers = 32
+    raw = os.environ.get(IO_THREADS_ENV, "").strip()
+    if raw:
+        try:
+            workers = int(raw)
+        except ValueError:
+            workers = 0
+        if workers < 1:
+            raise ConfigError(f"{IO_THREADS_ENV}={raw!r}: expected a whole number of at least 1")
+    return ThreadPoolExecutor(workers, thread_name_prefix="mediaflow-io")
 
 
 def run_command(make_main: Callable[[], Coroutine[Any, Any, int]]) -> int:
@@ -62,7 +90,8 @@ def run_command(make_main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """
     try:
         factory = loop_factory()
+        executor = io_executor()
     except ConfigError as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
-    return run(make_main(), factory=factory)
+    return run(make_main(), factory=factory, executor=executor)

@@ -6,6 +6,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -75,3 +77,27 @@ def test_the_cli_reports_a_bad_loop_setting(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "expected one of auto, uvloop, asyncio" in result.stderr
+
+
+def test_blocking_file_work_gets_its_own_pool_sized_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def pool_size() -> tuple[int, str]:
+        names = await asyncio.gather(
+            *(asyncio.to_thread(lambda: (time.sleep(0.05), threading.current_thread().name)[1])
+              for _ in range(12))
+        )  # fmt: skip
+        return len(set(names)), names[0]
+
+    # Twelve waits at once run on twelve threads, not asyncio's cores + 4.
+    threads, name = eventloop.run(pool_size())
+    assert threads == 12 and name.startswith("mediaflow-io")
+    monkeypatch.setenv(eventloop.IO_THREADS_ENV, "3")
+    assert eventloop.run(pool_size())[0] == 3
+    monkeypatch.setenv(eventloop.IO_THREADS_ENV, "many")
+
+    async def main() -> int:
+        return 0
+
+    assert eventloop.run_command(main) == 2
+    assert "MEDIAFLOW_IO_THREADS='many'" in capsys.readouterr().err
