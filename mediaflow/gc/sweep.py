@@ -37,7 +37,7 @@ from typing import Any
 from mediaflow.config import EngineSettings
 from mediaflow.engine.session import owner_alive
 from mediaflow.engine.state_store import StateStore
-from mediaflow.gc.gcdb import BATCH, Candidate, GcDb
+from mediaflow.gc.gcdb import BATCH, BATCH_GAP_S, Candidate, GcDb
 from mediaflow.gc.orphans import adopt_strays, sweep_temp
 from mediaflow.gc.plan import Cutoff, Pin, cap_excess, choose_cutoff
 from mediaflow.gc.settings import GcSettings
@@ -303,6 +303,7 @@ class _Sweep:
             return batch
         done = db.delete(self.store, batch, cutoff=cutoff, now=self.now, recordings=recordings)
         self.report.skipped_sending += done.skipped_sending
+        time.sleep(BATCH_GAP_S)  # on a worker thread (see run)
         return done.digests
 
     async def _trim_records(self) -> None:
