@@ -12,12 +12,14 @@ far less than the encoding that produced the bytes.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from connectors._lanes import EncodeLane
 from connectors._timeline import Epoch, PortSequence, Resume
+from connectors._together import run_together
 from devices import EndOfStream
 from mediaflow import Context, MediaRef
 
@@ -44,22 +46,67 @@ class PortEmitter:
         ``facts`` are the item's own meta (``pts`` already in source time). Raises what
         ``ctx.save_artifact`` and ``ctx.emit`` raise.
         """
-        meta = {"source": self.ctx.node, "device": self.device, **self.sequence.stamp(epoch)}
-        meta.update(facts)
-        ref = await self.ctx.save_artifact(data, media_type, meta)
-        await self.ctx.emit(self.port, ref)
-        self.emitted += 1
+        ref = await self.save(data, media_type, epoch, facts)
+        await self.publish(ref)
         return ref
 
+    def save(
+        self, data: bytes, media_type: str, epoch: Epoch, facts: Mapping[str, Any]
+    ) -> Awaitable[MediaRef]:
+        """Stamp the next ``seq`` now and return the save to await: saves started in
+        order may run at once; :meth:`publish` their references in that order."""
+        meta = {"source": self.ctx.node, "device": self.device, **self.sequence.stamp(epoch)}
+        meta.update(facts)
+        return self.ctx.save_artifact(data, media_type, meta)
 
-async def emit_lane(lane: EncodeLane[Any, OutT], emit: Callable[[OutT], Awaitable[object]]) -> None:
-    """Emit every result of ``lane`` in order until it ends. Raises the worker's error."""
-    while True:
+    async def publish(self, ref: MediaRef) -> None:
+        """Emit a saved reference on the port (durable when it returns)."""
+        await self.ctx.emit(self.port, ref)
+        self.emitted += 1
+
+
+async def emit_lane(
+    lane: EncodeLane[Any, OutT],
+    save: Callable[[OutT], Awaitable[MediaRef]],
+    publish: Callable[[MediaRef], Awaitable[object]],
+    *,
+    ahead: int = 0,
+) -> None:
+    """Save and publish every result of ``lane``, in order, until it ends. Raises the
+    worker's error, or a save's or an emit's.
+
+    Up to ``ahead`` saves start while an earlier one is still being written: one
+    slow fsync then delays its neighbours' publication, not their writes, and
+    concurrent fsyncs share the filesystem's journal commits."""
+    if ahead <= 0:
+        while True:
+            try:
+                result = await lane.get()
+            except EndOfStream:
+                return
+            await publish(await save(result))
+    started: asyncio.Queue[asyncio.Future[MediaRef] | None] = asyncio.Queue(ahead)
+
+    async def start() -> None:
+        while True:
+            try:
+                result = await lane.get()
+            except EndOfStream:
+                await started.put(None)
+                return
+            await started.put(asyncio.ensure_future(save(result)))
+
+    async def finish() -> None:
         try:
-            result = await lane.get()
-        except EndOfStream:
-            return
-        await emit(result)
+            while (saving := await started.get()) is not None:
+                await publish(await saving)
+        finally:
+            while not started.empty():  # a failure: saves nobody will publish
+                left = started.get_nowait()
+                if left is not None:
+                    left.cancel()
+
+    await run_together(start(), finish())
 
 
 class CounterReport:

@@ -13,6 +13,7 @@ they are, and decoded only when a segment needs the pixels.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +30,28 @@ from connectors._timeline import Epoch, Resume
 from connectors._together import run_together
 from devices import CapturedFrame, VideoInput, open_video
 from devices.video_spec import NETWORK_TIMEOUT_S, parse_video_spec
-from mediaflow import Context
+from mediaflow import Context, MediaRef
 
 CAPTURE_KINDS = frozenset({"v4l2", "avfoundation", "dshow"})
-JPEG_LANE_CAPACITY = 2  # frames queued or being encoded: latency over completeness
-SEGMENT_LANE_CAPACITY = 8  # a few frames of slack for the encoder's uneven pace
+# How long a lane's hand-off may hold frames, queued or being encoded, before the
+# capture edge skips. A stall shorter than this (another thread holding the GIL, a
+# segment's encoder being flushed and the next one opened, ~0.1-0.2 s) delays
+# frames instead of losing them; a longer one is a lane that cannot keep up, and
+# waiting longer would only grow memory (a 720p frame is 1.4 MB).
+JPEG_LANE_S = 0.25
+SEGMENT_LANE_S = 0.5
+# Encoded JPEGs waiting for the emitter, whose saves fsync: on a virtual disk an
+# fsync, or a sweep's batch, stalls saves for a few hundred ms now and then. A
+# JPEG is ~0.1 MB where its frame was 1.4: waiting here is cheap (measured with
+# ``python -m bench.scale``: a camera beside 16 speech nodes skipped frames in those
+# stalls with two JPEGs of room, none with a second's worth).
+JPEG_RESULTS_S = 1.0
+JPEG_SAVES_AHEAD = 3  # JPEG saves written at once (see connectors._emit.emit_lane)
+
+
+def lane_capacity(seconds: float, fps: float | None, least: int) -> int:
+    """Frames a lane holding ``seconds`` of a ``fps`` source needs, at least ``least``."""
+    return max(least, math.ceil(seconds * (fps or DEFAULT_FPS)))
 
 
 @dataclass(frozen=True)
@@ -199,22 +217,29 @@ class VideoRun(SourceRun[VideoInput]):
         self._pacer = JpegPacer(self.options.fps, 1.0 / (info.fps or DEFAULT_FPS))
         self._lossless = not info.is_live and self.request.realtime is False
         resize = self.request.resize
+        jpeg_rate = min(info.fps or DEFAULT_FPS, self.options.fps)
         self._jpeg_lane = EncodeLane(
             f"jpeg {self.device}",
             JpegWork(make_jpeg_encoder(self.options.quality, resize), resize),
-            capacity=JPEG_LANE_CAPACITY,
+            capacity=lane_capacity(JPEG_LANE_S, info.fps, 2),
+            results=lane_capacity(JPEG_RESULTS_S, jpeg_rate, 2),
         )
         if self.wants_video():
             encoder = SegmentEncoder(
                 self.options.codec, self.options.segment_s, fps=info.fps, size=resize
             )
             self._segment_lane = EncodeLane(
-                f"segments {self.device}", encoder, capacity=SEGMENT_LANE_CAPACITY
+                f"segments {self.device}",
+                encoder,
+                capacity=lane_capacity(SEGMENT_LANE_S, info.fps, 8),
             )
         lanes = [lane for lane in (self._jpeg_lane, self._segment_lane) if lane is not None]
-        emitters = [emit_lane(self._jpeg_lane, self._emit_jpeg)]
+        emitters = [
+            emit_lane(self._jpeg_lane, self._save_jpeg, self.images.publish, ahead=JPEG_SAVES_AHEAD)
+        ]
         if self._segment_lane is not None:
-            emitters.append(emit_lane(self._segment_lane, self._emit_segment))
+            segments = self._segment_lane
+            emitters.append(emit_lane(segments, self._save_segment, self.segments.publish))
         capture = self._capture(first, lanes, policy=policy, reopen=reopen)
         try:
             await run_together(capture, *emitters)
@@ -298,7 +323,7 @@ class VideoRun(SourceRun[VideoInput]):
         if self._segment_lane is not None:
             self._segment_lane.cut()  # emit the frames before the loss now
 
-    async def _emit_jpeg(self, jpeg: EncodedJpeg) -> None:
+    def _save_jpeg(self, jpeg: EncodedJpeg) -> Awaitable[MediaRef]:
         facts = {
             "pts": round(jpeg.pts, 6),
             "captured_at": jpeg.captured_at,
@@ -306,9 +331,9 @@ class VideoRun(SourceRun[VideoInput]):
             "height": jpeg.height,
             "codec": "jpeg",
         }
-        await self.images.emit(jpeg.data, "image/jpeg", jpeg.epoch, facts)
+        return self.images.save(jpeg.data, "image/jpeg", jpeg.epoch, facts)
 
-    async def _emit_segment(self, segment: EncodedSegment) -> None:
+    def _save_segment(self, segment: EncodedSegment) -> Awaitable[MediaRef]:
         facts = {
             "pts": round(segment.pts, 6),
             "duration": round(segment.duration, 6),
@@ -319,4 +344,4 @@ class VideoRun(SourceRun[VideoInput]):
             "fps": segment.fps,
             "frames": segment.frames,
         }
-        await self.segments.emit(segment.data, segment.media_type, segment.epoch, facts)
+        return self.segments.save(segment.data, segment.media_type, segment.epoch, facts)

@@ -8,8 +8,10 @@ import time
 
 import pytest
 
+from connectors._emit import emit_lane
 from connectors._lanes import EncodeLane, drain
 from devices import BridgeClosed
+from mediaflow import MediaRef
 
 
 class GatedWork:
@@ -90,3 +92,62 @@ async def test_close_stops_a_worker_blocked_on_an_unread_result() -> None:
     assert time.monotonic() - started < 1.0
     with pytest.raises(BridgeClosed):
         await lane.get()
+
+
+async def test_saves_ahead_overlap_and_publish_in_lane_order() -> None:
+    # Save times 40, 5, 5, 5 ms: with three saves ahead the short ones run while the
+    # first is still writing, and nothing is published out of order.
+    work = GatedWork()
+    work.gate.set()
+    lane: EncodeLane[int, int] = EncodeLane("test", work, capacity=8)
+    running: list[int] = []
+    overlap: list[int] = []
+    published: list[str] = []
+
+    async def save(result: int) -> MediaRef:
+        running.append(result)
+        overlap.append(len(running))
+        await asyncio.sleep(0.04 if result == 10 else 0.005)
+        running.remove(result)
+        return MediaRef(f"sha256:{result % 256:064x}", "image/jpeg", 1, {})
+
+    async def publish(ref: MediaRef) -> None:
+        published.append(ref.digest)
+
+    for job in (1, 2, 3, 4):
+        await lane.put(job)
+    lane.finish()
+    await emit_lane(lane, save, publish, ahead=3)
+    assert published == [f"sha256:{n % 256:064x}" for n in (10, 20, 30, 40, -1)]
+    assert max(overlap) >= 3  # later saves ran while the first was still writing
+    await lane.close()
+
+
+async def test_a_failed_save_ahead_stops_the_lane_and_cancels_the_rest() -> None:
+    work = GatedWork()
+    work.gate.set()
+    lane: EncodeLane[int, int] = EncodeLane("test", work, capacity=8)
+    cancelled: list[int] = []
+    published: list[int] = []
+
+    async def save(result: int) -> MediaRef:
+        try:
+            await asyncio.sleep({10: 0.05, 20: 0.1}.get(result, 5.0))
+        except asyncio.CancelledError:
+            cancelled.append(result)
+            raise
+        if result == 20:
+            raise OSError(28, "No space left on device")
+        return MediaRef(f"sha256:{result:064x}", "image/jpeg", 1, {})
+
+    async def publish(ref: MediaRef) -> None:
+        published.append(int(ref.digest.split(":")[1], 16))
+
+    for job in (1, 2, 3):
+        await lane.put(job)
+    lane.finish()
+    with pytest.raises(OSError, match="No space left"):
+        await emit_lane(lane, save, publish, ahead=3)
+    assert published == [10]  # in order: nothing after the failed save
+    assert 30 in cancelled
+    await lane.close()
