@@ -1,6 +1,7 @@
 """One sample of a running ``mediaflow run``: memory, descriptors, disk, queue.
 
 Everything comes from outside the process, as an operator would look: ``/proc/PID``
+and its children's (the speech host processes)
 (``VmRSS`` and ``Threads`` from ``status``, CPU time from ``stat``, one entry per
 open descriptor in ``fd``), a walk of the data directory (the sum of file sizes:
 the artifacts, and everything else, i.e. the SQLite files and their WALs) and one
@@ -103,13 +104,39 @@ def metric_sum(metrics: dict[str, float] | None, name: str, label: str = "") -> 
     )
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (a flow's speech hosts)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            found.append(int(entry))
+    return found
+
+
 def take_sample(pid: int, data_dir: Path, url: str | None, t: float) -> Sample:
-    """Look at process ``pid`` and ``data_dir`` now. Raises ``OSError`` if it is gone."""
+    """Look at process ``pid``, its children (the speech hosts: their memory is the
+    flow's too) and ``data_dir`` now. Raises ``OSError`` if ``pid`` is gone."""
     status = proc_status(pid)
     rss = int(status["VmRSS"].split()[0]) * 1024
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     threads = int(status["Threads"])
     cpu = cpu_seconds(pid)
+    for child in children(pid):
+        try:
+            child_status = proc_status(child)
+            rss += int(child_status["VmRSS"].split()[0]) * 1024
+            fds += len(os.listdir(f"/proc/{child}/fd"))
+            threads += int(child_status["Threads"])
+            cpu += cpu_seconds(child)
+        except (OSError, KeyError):
+            continue  # it ended between the listing and the look
     metrics = scrape(url) if url else None
     return Sample(
         t=t,
