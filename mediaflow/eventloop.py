@@ -65,12 +65,13 @@ def run(
 
 def io_executor() -> ThreadPoolExecutor:
     """The threads ``asyncio.to_thread`` runs blocking file work on: saves (each one
-    fsyncs a file and its directory), reads, SQLite. asyncio's default (cores + 4)
-    suits CPU-bound work; these threads mostly wait on the disk, and with few of
-    them a camera's saves queue behind a dozen microphones' reads whenever an
-    fsync is slow (measured: a 720p30 camera beside 16 speech nodes skipped 2
-    JPEGs a second on a virtual disk with 6 threads, none with 32)."""
-    workers = 32
+    fsyncs a file and its directory), reads, SQLite. ``MEDIAFLOW_IO_THREADS`` sizes
+    it (default asyncio's own: cores + 4, at most 32). Each thread a busy pool adds
+    keeps a malloc arena of its own (a 10-minute soak with 32 saw RSS creep as the
+    pool filled), and with a camera's saves written several at once
+    (:func:`connectors._emit.emit_lane`) the default kept a 720p30 camera beside 16
+    speech nodes whole; a box with many cameras on a slow disk may want more."""
+    workers = min(32, (os.cpu_count() or 1) + 4)
     raw = os.environ.get(IO_THREADS_ENV, "").strip()
     if raw:
         try:

@@ -89,9 +89,11 @@ def test_blocking_file_work_gets_its_own_pool_sized_by_the_environment(
         )  # fmt: skip
         return len(set(names)), names[0]
 
-    # Twelve waits at once run on twelve threads, not asyncio's cores + 4.
+    # Twelve waits at once: asyncio's default size, then what the setting asks.
     threads, name = eventloop.run(pool_size())
-    assert threads == 12 and name.startswith("mediaflow-io")
+    assert threads == min(12, (os.cpu_count() or 1) + 4) and name.startswith("mediaflow-io")
+    monkeypatch.setenv(eventloop.IO_THREADS_ENV, "12")
+    assert eventloop.run(pool_size())[0] == 12
     monkeypatch.setenv(eventloop.IO_THREADS_ENV, "3")
     assert eventloop.run(pool_size())[0] == 3
     monkeypatch.setenv(eventloop.IO_THREADS_ENV, "many")
