@@ -3,8 +3,10 @@
 :mod:`~mediaflow.live.h264` turns an encoder's Annex B output into MP4 samples and
 the ``avcC`` record; :mod:`~mediaflow.live.fmp4` writes the fragmented MP4 itself
 (one init segment, then ``moof`` + ``mdat`` fragments with the timing and boundaries
-the caller chooses) for HLS fMP4 parts and Media Source Extensions. Both are pure:
-bytes in, bytes out, no I/O.
+the caller chooses) for HLS fMP4 parts and Media Source Extensions;
+:mod:`~mediaflow.live.parts` cuts a camera's encoded frames and a microphone's AAC
+frames into ~0.5 s parts on the capture clock, and :mod:`~mediaflow.live.playlist`
+lists a window of them as an HLS media playlist. All pure: bytes in, bytes out.
 """
 
 from __future__ import annotations

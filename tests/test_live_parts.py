@@ -1,0 +1,167 @@
+"""Cutting a live camera's frames and a microphone's AAC frames into parts, read by FFmpeg.
+
+Real x264 frames (testsrc2, 30 fps, a keyframe each second) stamped with a capture
+clock that jitters as a camera's does, and real AAC frames of a tone stamped on the
+same clock, go through :class:`~mediaflow.live.parts.PartCutter`; the init segment
+plus the parts, concatenated, must decode whole in FFmpeg and PyAV with the times the
+clock gave them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import av
+import pytest
+
+from mediaflow.live import AudioTrack, VideoTrack, init_segment
+from mediaflow.live.parts import AudioFrame, LivePart, PartCutter, VideoFrame
+from mediaflow.live.playlist import media_playlist, window
+from tests.live_helpers import (
+    AAC_FRAME,
+    AUDIO_RATE,
+    FPS,
+    GOP,
+    EncodedVideo,
+    encode_tone,
+    encode_video,
+    run_tool,
+    write,
+)
+
+ORIGIN = 1_796_000_000.0  # capture clock (epoch seconds) of the first frame
+JITTER_S = 0.004
+# A camera's frames are not on exact 1/30 s ticks: decode them at their own times.
+PASSTHROUGH = ("-fps_mode", "passthrough", "-enc_time_base", "-1", "-f", "null", "-")
+
+
+@pytest.fixture(scope="module", name="video")
+def video_fixture() -> EncodedVideo:
+    return encode_video(320, 180, 3 * FPS)
+
+
+def frame_times(count: int, seed: int = 7) -> list[float]:
+    pick = random.Random(seed)
+    return [ORIGIN + i / FPS + pick.uniform(-JITTER_S, JITTER_S) for i in range(count)]
+
+
+def cut(
+    video: EncodedVideo, audio: list[bytes] | None = None, audio_start: float = ORIGIN
+) -> list[LivePart]:
+    cutter = PartCutter(audio_rate=AUDIO_RATE if audio is not None else None)
+    for index, data in enumerate(audio or []):
+        cutter.add_audio(AudioFrame(data, audio_start + index * AAC_FRAME / AUDIO_RATE))
+    parts: list[LivePart] = []
+    for data, keyframe, at in zip(
+        video.packets, video.keyframes, frame_times(len(video.packets)), strict=True
+    ):
+        parts += cutter.add_video(VideoFrame(data, at, keyframe))
+    return parts + cutter.flush()
+
+
+def test_parts_last_about_half_a_second_and_every_keyframe_starts_one(
+    video: EncodedVideo,
+) -> None:
+    parts = cut(video)
+    assert [p.seq for p in parts] == list(range(len(parts)))
+    assert [p.independent for p in parts] == [True, False] * 3
+    assert all(abs(p.duration_s - 0.5) < 2 * JITTER_S + 1e-6 for p in parts)
+    assert parts[2].captured_at == pytest.approx(ORIGIN + 1.0, abs=JITTER_S)
+    for before, after in itertools.pairwise(parts):
+        assert after.start_s == pytest.approx(before.start_s + before.duration_s)
+
+
+def decode(path: Path) -> tuple[list[float], list[tuple[float, int]]]:
+    with av.open(str(path)) as container:
+        video = [float(f.time) for f in container.decode(video=0)]
+    audio: list[tuple[float, int]] = []
+    with av.open(str(path)) as container:
+        if container.streams.audio:
+            audio = [(float(f.time), f.samples) for f in container.decode(audio=0)]
+    return video, audio
+
+
+def test_the_parts_play_whole_with_their_capture_times(video: EncodedVideo, tmp_path: Path) -> None:
+    asc, tone = encode_tone(3.0)
+    parts = cut(video, tone, audio_start=ORIGIN + 0.25)
+    init = init_segment(VideoTrack.from_annexb(video.extradata), AudioTrack(AUDIO_RATE, 1, asc))
+    path = write(tmp_path / "live.mp4", init, *(p.data for p in parts))
+    assert run_tool("ffmpeg", "-v", "error", "-i", str(path), *PASSTHROUGH).stderr == ""
+    video_times, audio = decode(path)
+    stamps = frame_times(len(video.packets))
+    expected = [t - stamps[0] for t in stamps]  # the first keyframe is the origin
+    assert len(video_times) == len(expected)
+    assert video_times == pytest.approx(expected, abs=1 / 90000 + 1e-9)
+    # The tone began 0.25 s after the first frame on the same clock, and plays on
+    # without a hole across the parts.
+    assert audio[0][0] == pytest.approx(ORIGIN + 0.25 - stamps[0], abs=1 / AUDIO_RATE)
+    ends = [start + samples / AUDIO_RATE for start, samples in audio]
+    assert all(abs(b[0] - end) < 1e-3 for b, end in zip(audio[1:], ends[:-1], strict=True))
+
+
+def test_a_player_can_join_at_any_independent_part(video: EncodedVideo, tmp_path: Path) -> None:
+    parts = cut(video)
+    init = init_segment(VideoTrack.from_annexb(video.extradata), None)
+    joined = [p for p in parts if p.seq >= 2]
+    assert joined[0].independent
+    path = write(tmp_path / "join.mp4", init, *(p.data for p in joined))
+    assert run_tool("ffmpeg", "-v", "error", "-i", str(path), *PASSTHROUGH).stderr == ""
+    video_times, _ = decode(path)
+    assert len(video_times) == len(video.packets) - GOP
+    assert video_times[0] == pytest.approx(1.0, abs=JITTER_S)
+
+
+def test_frames_before_the_first_keyframe_or_out_of_time_are_dropped(
+    video: EncodedVideo,
+) -> None:
+    cutter = PartCutter()
+    assert cutter.add_video(VideoFrame(video.packets[1], ORIGIN - 0.1, False)) == []
+    assert cutter.origin_s is None  # nothing to decode from yet
+    cutter.add_video(VideoFrame(video.packets[0], ORIGIN, True))
+    cutter.add_video(VideoFrame(video.packets[1], ORIGIN, False))  # no time: dropped
+    cutter.add_video(VideoFrame(video.packets[1], ORIGIN + 1 / FPS, False))
+    (part,) = cutter.flush()
+    assert part.independent and part.duration_s == pytest.approx(2 / FPS)
+
+
+def test_the_window_starts_where_a_player_can_decode(video: EncodedVideo) -> None:
+    parts = cut(video)
+    assert [p.seq for p in window(parts, 3)] == [4, 5]  # 3 is no place to start
+    assert [p.seq for p in window(parts, 4)] == [2, 3, 4, 5]
+    assert window(parts[1:2], 5) == []
+
+
+def test_ffmpeg_plays_the_playlist_from_its_first_part_to_its_end(
+    video: EncodedVideo, tmp_path: Path
+) -> None:
+    asc, tone = encode_tone(3.0)
+    parts = cut(video, tone)
+    (tmp_path / "init.mp4").write_bytes(
+        init_segment(VideoTrack.from_annexb(video.extradata), AudioTrack(AUDIO_RATE, 1, asc))
+    )
+    for part in parts:
+        (tmp_path / f"{part.seq}.m4s").write_bytes(part.data)
+    shown = window(parts, 4)
+    text = media_playlist(
+        shown, init_uri="init.mp4", part_uri=lambda p: f"{p.seq}.m4s", part_s=0.5, ended=True
+    )
+    assert text.splitlines()[:5] == [
+        "#EXTM3U",
+        "#EXT-X-VERSION:7",
+        "#EXT-X-TARGETDURATION:1",
+        "#EXT-X-MEDIA-SEQUENCE:2",
+        '#EXT-X-MAP:URI="init.mp4"',
+    ]
+    stamp = datetime.fromtimestamp(shown[0].captured_at, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    assert f"#EXT-X-PROGRAM-DATE-TIME:{stamp}." in text
+    playlist = tmp_path / "live.m3u8"
+    playlist.write_text(text)
+    out = tmp_path / "copy.mkv"
+    done = run_tool("ffmpeg", "-v", "error", "-i", str(playlist), "-c", "copy", str(out))
+    assert done.stderr == ""
+    with av.open(str(out)) as container:
+        frames = sum(1 for _ in container.demux(video=0) if _.size)
+    assert frames == len(video.packets) - 2 * GOP // 2  # parts 2..5: the last two seconds
