@@ -16,8 +16,10 @@ at the capture edge leave a gap in time, not a speed-up. Runs on an encoding thr
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import av
 import av.error
@@ -28,6 +30,7 @@ from av.video.stream import VideoStream
 from connectors._frames import FrameConverter
 from connectors._options import Codec
 from connectors._timeline import Epoch
+from mediaflow.live.parts import VideoFrame
 
 TICK = Fraction(1, 90000)
 DEFAULT_FPS = 30.0
@@ -117,12 +120,17 @@ class EncodedSegment:
     frames: int
 
 
+LiveTap = Callable[[bytes, VideoFrame], None]
+"""Called on the encoding thread with the encoder's Annex B parameter sets and each
+encoded H.264 frame on the capture clock, as it leaves the encoder (live view)."""
+
+
 class _OpenSegment:
     """One segment being written: its muxer, encoder and counters."""
 
     def __init__(
         self, plan: CodecPlan, codec: str, fps: float, size: tuple[int, int], pix_fmt: str,
-        job: SegmentJob,
+        job: SegmentJob, tap: LiveTap | None = None,
     ) -> None:  # fmt: skip
         self.plan, self.codec, self.fps = plan, codec, fps
         self.width, self.height = size
@@ -132,6 +140,8 @@ class _OpenSegment:
         self.captured_at = job.captured_at
         self.frames = 0
         self._last_tick = -1
+        self._tap = tap if codec == "h264" else None
+        self._captured: dict[int, float] = {}  # tick -> captured_at, for the tap
         self._buffer = io.BytesIO()
         self._container: OutputContainer = av.open(
             self._buffer, "w", format=plan.container, options=plan.mux_options
@@ -149,7 +159,9 @@ class _OpenSegment:
         stream.options = dict(plan.options)
         self._stream = stream
 
-    def add(self, frame: av.VideoFrame, pts: float, converter: FrameConverter) -> None:
+    def add(
+        self, frame: av.VideoFrame, pts: float, captured_at: float, converter: FrameConverter
+    ) -> None:
         ready = converter.convert(frame, self.width, self.height, self.pix_fmt)
         # Capture clocks jitter: never hand the encoder two frames on one tick.
         tick = max(round((pts - self.first_pts) / TICK), self._last_tick + 1)
@@ -158,12 +170,24 @@ class _OpenSegment:
         # Decoders and lavfi mark every frame as a keyframe; left so, each frame would
         # be encoded as an I-frame. Only the first one of a segment must be.
         ready.pict_type = PictureType.I if self.frames == 0 else PictureType.NONE
-        self._container.mux(self._stream.encode(ready))
+        if self._tap is not None:
+            self._captured[tick] = captured_at
+        self._container.mux(self._tap_packets(self._stream.encode(ready)))
         self.frames += 1
         self.last_pts = pts
 
+    def _tap_packets(self, packets: list[av.Packet[Any]]) -> list[av.Packet[Any]]:
+        if self._tap is not None:
+            extradata = self._stream.codec_context.extradata or b""
+            for packet in packets:
+                captured = self._captured.pop(packet.pts, None) if packet.pts is not None else None
+                if captured is not None:
+                    frame = VideoFrame(bytes(packet), captured, bool(packet.is_keyframe))
+                    self._tap(extradata, frame)
+        return packets
+
     def close(self) -> EncodedSegment:
-        self._container.mux(self._stream.encode(None))
+        self._container.mux(self._tap_packets(self._stream.encode(None)))
         self._container.close()
         return EncodedSegment(
             data=self._buffer.getvalue(),
@@ -190,14 +214,17 @@ class SegmentEncoder:
         *,
         fps: float | None = None,
         size: tuple[int, int] | None = None,
+        tap: LiveTap | None = None,
     ) -> None:
         """``fps`` is the camera's nominal rate (container default frame duration and
-        rate control); ``size`` resizes frames."""
+        rate control); ``size`` resizes frames; ``tap`` sees every encoded H.264
+        frame (live view)."""
         self.codec = codec
         self.plan = PLANS[codec]
         self.segment_s = segment_s
         self.fps = fps or DEFAULT_FPS
         self.size = size
+        self.tap = tap
         # A frame within a quarter interval of the boundary belongs to the next segment:
         # camera clocks jitter around exact multiples of 1/fps.
         self._tolerance = 0.25 / self.fps
@@ -223,8 +250,8 @@ class SegmentEncoder:
         if self._open is None:
             fmt = frame.format.name
             pix_fmt = fmt if fmt in self.plan.pix_fmts else self.plan.pix_fmts[0]
-            self._open = _OpenSegment(self.plan, self.codec, self.fps, size, pix_fmt, job)
-        self._open.add(frame, job.pts, self._converter)
+            self._open = _OpenSegment(self.plan, self.codec, self.fps, size, pix_fmt, job, self.tap)
+        self._open.add(frame, job.pts, job.captured_at, self._converter)
         return done
 
     def flush(self) -> list[EncodedSegment]:

@@ -31,6 +31,7 @@ from connectors._together import run_together
 from devices import CapturedFrame, VideoInput, open_video
 from devices.video_spec import NETWORK_TIMEOUT_S, parse_video_spec
 from mediaflow import Context, MediaRef
+from mediaflow.live.hub import HUB
 
 CAPTURE_KINDS = frozenset({"v4l2", "avfoundation", "dshow"})
 # How long a lane's hand-off may hold frames, queued or being encoded, before the
@@ -224,9 +225,12 @@ class VideoRun(SourceRun[VideoInput]):
             capacity=lane_capacity(JPEG_LANE_S, info.fps, 2),
             results=lane_capacity(JPEG_RESULTS_S, jpeg_rate, 2),
         )
+        tap = None
         if self.wants_video():
+            # Live view reads the H.264 the segments are made of: no second encode.
+            tap = HUB.tap(self.ctx.flow, self.ctx.node) if self.options.codec == "h264" else None
             encoder = SegmentEncoder(
-                self.options.codec, self.options.segment_s, fps=info.fps, size=resize
+                self.options.codec, self.options.segment_s, fps=info.fps, size=resize, tap=tap
             )
             self._segment_lane = EncodeLane(
                 f"segments {self.device}",
@@ -244,6 +248,8 @@ class VideoRun(SourceRun[VideoInput]):
         try:
             await run_together(capture, *emitters)
         finally:
+            if tap is not None:
+                HUB.drop(self.ctx.flow, self.ctx.node, tap)  # nothing live here any more
             for lane in lanes:
                 await lane.close()
             self.skips.update(self.skipped(), force=True)

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import signal
-import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiohttp
-import pytest
 
 from mediaflow import Context, FlowBuilder, FlowSession, Node
 from mediaflow.config import EngineSettings
@@ -29,6 +25,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.server import ServerSettings
 from mediaflow.server.state import AppState
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
+from tests.demo_process import demo_url_fixture  # noqa: F401 - a fixture
 from tests.http_support import serve, wait_until
 
 if TYPE_CHECKING:
@@ -79,40 +76,6 @@ async def transcripts(url: str, seen: list[dict[str, Any]]) -> None:
         async for line in resp.content:
             if line.startswith(b"data: "):
                 seen.append(json.loads(line[6:]))
-
-
-async def drain(stream: asyncio.StreamReader, lines: list[bytes]) -> None:
-    while line := await stream.readline():
-        lines.append(line)
-
-
-@pytest.fixture(name="demo_url")
-async def demo_url_fixture(tmp_path: Path) -> AsyncIterator[str]:
-    """The demo started as a user does (``mediaflow demo``), on a free port."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mediaflow", "demo", "--port", "0",
-        "--data", str(tmp_path / "data"), "--for", "90", stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    log: list[bytes] = []
-    reader: asyncio.Task[None] | None = None
-    try:
-        url = None
-        while url is None:
-            line = await asyncio.wait_for(proc.stderr.readline(), 20)
-            assert line, b"the demo exited before serving:\n" + b"".join(log)
-            log.append(line)
-            found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line.decode())
-            url = found.group(1) if found else None
-        reader = asyncio.create_task(drain(proc.stderr, log))  # a full pipe would block it
-        yield url
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGINT)  # Ctrl-C: the demo stops cleanly
-        code = await asyncio.wait_for(proc.wait(), 30)
-        if reader is not None:
-            await reader
-    assert code == 0, b"".join(log[-40:]).decode(errors="replace")
 
 
 async def test_the_wall_shows_each_utterance_once_and_one_live_hypothesis(

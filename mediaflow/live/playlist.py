@@ -5,7 +5,8 @@ the init segment's ``EXT-X-MAP``, with its capture time as
 ``EXT-X-PROGRAM-DATE-TIME`` so a player (and the latency benchmark) can tell how far
 behind the camera it plays. A player starts near the end of the list and must be
 able to decode from where it starts, so :func:`window` begins at a part that starts
-with a keyframe. Pure: the server fills in the URIs.
+with a keyframe; parts that start with one are marked for the wall's player. Pure:
+the server fills in the URIs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from datetime import UTC, datetime
 from mediaflow.live.parts import LivePart
 
 VERSION = 7  # fMP4 segments with EXT-X-MAP in a media playlist
+# Before a part that starts with a keyframe: where the wall's player may start. Not a
+# tag (tags begin "#EXT"), so per RFC 8216 every other player reads it as a comment.
+INDEPENDENT = "#X-MEDIAFLOW-INDEPENDENT"
 
 
 def window(parts: Sequence[LivePart], max_parts: int) -> list[LivePart]:
@@ -57,6 +61,8 @@ def media_playlist(
     for part in parts:
         if previous is not None and part.seq != previous.seq + 1:
             lines.append("#EXT-X-DISCONTINUITY")
+        if part.independent:
+            lines.append(INDEPENDENT)
         lines.append(f"#EXT-X-PROGRAM-DATE-TIME:{program_date_time(part.captured_at)}")
         lines.append(f"#EXTINF:{part.duration_s:.3f},")
         lines.append(part_uri(part))

@@ -22,6 +22,7 @@ from mediaflow.server import (
     control,
     cors,
     links,
+    live,
     metrics,
     openapi,
     sse,
@@ -115,6 +116,7 @@ def create_app(state: AppState) -> web.Application:
     wall.add_routes(app)
     links.add_routes(app)
     openapi.add_routes(app)
+    live.add_routes(app)
     return app
 
 

@@ -31,7 +31,8 @@ for flow F reads ONLY:
   frame the wall showed and then replaced stays readable while one replaced
   before the link was made does not. The notes are in memory and bounded
   (``MEDIAFLOW_LINK_HISTORY`` per port): after a restart, or for a very long
-  window, a link reaches what is held now and what was seen since.
+  window, a link reaches what is held now and what was seen since;
+* ``/live/F/...``: F's cameras live (playlist, init segment, parts).
 
 A token credential (Bearer or the wall cookie) wins over a link on the same
 request.
@@ -66,6 +67,9 @@ from mediaflow.server.settings import ServerSettings
 from mediaflow.server.state import STATE, AppState
 from mediaflow.server.views import flow_summary
 
+LIVE_ROUTES = frozenset(
+    {"/live/{flow}/{node}.m3u8", "/live/{flow}/{node}/init.mp4", "/live/{flow}/{node}/{seq}.m4s"}
+)
 LINK_COOKIE = "mediaflow_link"
 MAX_BODY = 4096
 NO_STORE = {"Cache-Control": "no-store"}
@@ -225,6 +229,8 @@ async def serve_scoped(request: web.Request, handler: Handler, link: str) -> web
         if isinstance(body, bytes) and response.content_type == "application/json":
             service.observe_view(claims.flow, json.loads(body))
         return response
+    if route in LIVE_ROUTES and request.match_info["flow"] == claims.flow:
+        return await handler(request)  # its cameras, live: what its wall shows
     if route == "/artifacts/{digest}":
         if await service.may_read(claims, request.match_info["digest"]):
             return await handler(request)

@@ -132,7 +132,9 @@ def _schemas() -> dict[str, Schema]:
             | {"inputs": _map(_obj({"kind": KIND, "from": _null(STR)}))}
             | {"outputs": _map(output)}
             | {"in_memory": _null(_obj({"waiting": INT, "running": BOOL}))}
-            | {"backlog": _ref("Backlog")}
+            | {"backlog": _ref("Backlog")},
+            {"live": _string("^/live/[^/]+/[^/]+$")},
+            "`live`: where a camera of this process plays live (/live/{flow}/{node}.m3u8)",
         ),
         "FlowView": _obj(
             {"name": STR, "live": BOOL, "status": _null(STATUS), "run": _ref("Run")}
@@ -492,6 +494,41 @@ SECURITY_SCHEMES = {
 }
 
 
+def _live_ops() -> Schema:
+    node = _param("path", "node", _string(f"^{NAME_PATTERN}$"), example="cam")
+    seq = _param("path", "seq", _string("^[0-9]+$"), "the part's number")
+    after = _param("query", "after", _string("^[0-9]+$"), "hold the answer for a newer part")
+    live = [FLOW, node]
+    gone = _errors(400, 401, 403, 404, 503)
+    return {
+        "/live/{flow}/{node}.m3u8": {
+            "get": _op(
+                "A camera's live HLS playlist (fMP4 parts, capture times)",
+                READ,
+                {"200": _text("application/vnd.apple.mpegurl", "The playlist.")} | gone,
+                parameters=[*live, after],
+            )
+        },
+        "/live/{flow}/{node}/init.mp4": {
+            "get": _op(
+                "The live stream's init segment",
+                READ,
+                {"200": {"description": "ftyp + moov.", "content": {"video/mp4": BINARY}}} | gone,
+                parameters=live,
+            )
+        },
+        "/live/{flow}/{node}/{seq}.m4s": {
+            "get": _op(
+                "One live part, while it is in the window",
+                READ,
+                {"200": {"description": "moof + mdat.", "content": {"video/iso.segment": BINARY}}}
+                | gone,
+                parameters=[*live, seq],
+            )
+        },
+    }
+
+
 def _version() -> str:
     try:
         return metadata.version("mediaflow")
@@ -501,7 +538,7 @@ def _version() -> str:
 
 def document(settings: ServerSettings) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the app serving with ``settings``. Pure."""
-    paths = _api_ops() | _flow_ops(settings)
+    paths = _api_ops() | _flow_ops(settings) | _live_ops()
     paths["/artifacts"] = {"put": _upload(digest=False)}
     paths["/artifacts/{digest}"] = _artifact_ops() | {"put": _upload(digest=True)}
     return {

@@ -17,6 +17,7 @@ from typing import Any
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state_store import RunRecord
 from mediaflow.flows import FlowSpec
+from mediaflow.live.hub import HUB
 from mediaflow.media import MEDIA_KINDS, present_value
 from mediaflow.queue import DeadLetter, StreamBacklog, StreamKey, WorkItem
 
@@ -110,6 +111,9 @@ def live_flow_view(
                 "backlog": backlog_view(backlog.get(stream), now),
             }
         )
+        feed = HUB.feed(spec.name, node_id)
+        if feed is not None and feed.ready:
+            nodes[-1]["live"] = f"/live/{spec.name}/{node_id}"
     return {
         "name": spec.name,
         "live": True,

@@ -23,6 +23,7 @@ STATIC_FILES = {
     "dom.js": _JS,
     "text.js": _JS,
     "widget.js": _JS,
+    "live.js": _JS,
     "media.js": _JS,
     "text-widgets.js": _JS,
     "status.js": _JS,

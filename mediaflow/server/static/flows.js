@@ -50,7 +50,7 @@
       let backlog = 0;
       for (const node of view.nodes) {
         backlog += node.backlog ? node.backlog.items : 0;
-        for (const [port, info] of Object.entries(node.outputs)) this.widget(node.id, port, info.kind);
+        for (const [port, info] of Object.entries(node.outputs)) this.widget(node.id, port, info.kind, node.live);
       }
       // Values once every widget is there: a node's finished line must reach its live line.
       for (const node of view.nodes) {
@@ -59,13 +59,15 @@
       this.badge.textContent = `${view.live ? "live" : "stored"} · backlog ${backlog}`;
       if (this.controls) this.controls.setStatus(view.status ?? null);
     }
-    widget(node, port, kind) {
+    widget(node, port, kind, live) {
       const key = `${node}.${port}`;
       let widget = this.widgets.get(key);
       if (!widget) {
-        widget = new (widgetClass(port, kind))(this.name, node, port, kind);
+        widget = new (widgetClass(port, kind))(this.name, node, port, kind, live);
         this.widgets.set(key, widget);
         this.grid.append(widget.root);
+      } else if (live && widget.setLive) {
+        widget.setLive(live); // the camera became watchable after the widget was made
       }
       return widget;
     }

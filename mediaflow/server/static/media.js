@@ -90,15 +90,48 @@
     }
   }
 
-  // The newest clips as a list of buttons (newest first), one playing in the player.
+  // The newest clips as a list of buttons (newest first), one playing in the player;
+  // a camera of the serving process plays live instead (live.js) until a clip is
+  // clicked, and "live" goes back.
   class VideoWidget extends Widget {
-    constructor(...args) {
-      super(...args);
+    constructor(flow, node, port, kind, live) {
+      super(flow, node, port, kind);
       this.video = h("video", { controls: "", preload: "metadata", playsinline: "" });
       this.clips = h("ol", { class: "clips" });
       this.known = new Set();
+      this.badge = h("span", { class: "live-badge", hidden: "" });
+      this.toLive = h("button", { type: "button", class: "to-live", hidden: "", text: "live" });
+      this.toLive.addEventListener("click", () => this.goLive());
+      this.root.querySelector(".title").append(this.badge, this.toLive);
       this.root.append(this.video, this.clips);
+      this.port = port;
+      this.liveBase = null;
+      this.player = null;
+      this.setLive(live);
     }
+    // The flow view names where a camera plays live once a player can start there.
+    setLive(live) {
+      if (!live || this.liveBase || this.port !== "video") return;
+      this.liveBase = live;
+      this.goLive();
+    }
+    async goLive() {
+      if (this.player && !this.player.stopped) {
+        this.player.jumpToLive();
+        return;
+      }
+      this.video.removeAttribute("data-digest");
+      this.player = new window.MediaflowWall.live.LivePlayer(this.video, this.liveBase, this.badge);
+      this.badge.hidden = false;
+      this.toLive.hidden = false;
+      try {
+        await this.player.start();
+      } catch (err) {
+        this.player.stop();
+        this.badge.textContent = `live unavailable: ${err.message || err}`;
+      }
+    }
+    live() { return !!this.player && !this.player.stopped; }
     same(a, b) { return sameRef(a, b); }
     show(ref) {
       const url = artifactUrl(ref, "video");
@@ -111,10 +144,15 @@
       button.addEventListener("click", () => this.play(url, button, true));
       this.clips.prepend(h("li", {}, button));
       while (this.clips.children.length > MAX_CLIPS) this.clips.lastElementChild.remove();
-      // Follow the newest clip only while the viewer is not watching one.
+      // Follow the newest clip only while the viewer is not watching one, or live.
+      if (this.live()) return;
       if (!this.video.getAttribute("src") || this.video.paused) this.play(url, button, false);
     }
     play(url, button, start) {
+      if (this.live()) {
+        this.player.stop();
+        this.badge.textContent = "recorded";
+      }
       for (const other of this.clips.querySelectorAll("button")) other.setAttribute("aria-pressed", "false");
       button.setAttribute("aria-pressed", "true");
       this.video.dataset.digest = button.dataset.digest;

@@ -1,0 +1,87 @@
+"""``/live/{flow}/{node}``: a camera of this process, live, for HLS players and the wall.
+
+- ``GET /live/{flow}/{node}.m3u8``: the HLS media playlist (version 7, fMP4) of the
+  feed's window (:mod:`mediaflow.live.playlist`), starting at a keyframe part, each
+  part with its capture time as ``EXT-X-PROGRAM-DATE-TIME``. ``?after=SEQ`` holds the
+  answer up to one part's length until a part newer than ``SEQ`` exists (a cheap
+  blocking reload: the player asks again as soon as there is something new).
+- ``GET /live/{flow}/{node}/init.mp4``: the init segment (``ftyp`` + ``moov``).
+- ``GET /live/{flow}/{node}/{seq}.m4s``: one part (``moof`` + ``mdat``); 404 once it
+  left the window (a player that fell that far behind reloads the playlist and
+  starts again at its first part).
+
+The feeds live in :data:`mediaflow.live.hub.HUB`: a camera with H.264 segments in
+this process has one. Reads follow the server's read lock like every other route.
+Answers are never cached: they change every part.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from mediaflow.live.hub import HUB, LiveFeed
+from mediaflow.live.playlist import media_playlist, window
+from mediaflow.server.artifacts import error
+
+PLAYLIST_TYPE = "application/vnd.apple.mpegurl"
+NO_STORE = {"Cache-Control": "no-store"}
+WINDOW_PARTS = 8  # the playlist's length: 4 s of 0.5 s parts
+
+
+def _feed(request: web.Request) -> LiveFeed | web.Response:
+    flow, node = request.match_info["flow"], request.match_info["node"]
+    feed = HUB.feed(flow, node)
+    if feed is None:
+        return error(404, f"no live feed of {flow}/{node} in this process")
+    if feed.init is None:
+        return error(503, f"{flow}/{node} has no encoded frame yet", {"Retry-After": "1"})
+    return feed
+
+
+async def playlist(request: web.Request) -> web.Response:
+    feed = _feed(request)
+    if isinstance(feed, web.Response):
+        return feed
+    after = request.query.get("after")
+    if after is not None:
+        if not after.isdigit():
+            return error(400, f"after must be a part number; got {after!r}")
+        await feed.wait_newer(int(after), feed.part_s * 2)
+    shown = window(feed.parts, WINDOW_PARTS)
+    if not shown:
+        return error(503, "no part a player can start at yet", {"Retry-After": "1"})
+    node = request.match_info["node"]
+    text = media_playlist(
+        shown,
+        init_uri=f"{node}/init.mp4",
+        part_uri=lambda part: f"{node}/{part.seq}.m4s",
+        part_s=feed.part_s,
+    )
+    return web.Response(text=text, content_type=PLAYLIST_TYPE, headers=NO_STORE)
+
+
+async def init(request: web.Request) -> web.Response:
+    feed = _feed(request)
+    if isinstance(feed, web.Response):
+        return feed
+    assert feed.init is not None
+    return web.Response(body=feed.init, content_type="video/mp4", headers=NO_STORE)
+
+
+async def part(request: web.Request) -> web.Response:
+    feed = _feed(request)
+    if isinstance(feed, web.Response):
+        return feed
+    raw = request.match_info["seq"]
+    if not raw.isdigit():
+        return error(400, f"a part is named by its number; got {raw!r}")
+    found = feed.part(int(raw))
+    if found is None:
+        return error(404, f"part {raw} is not in the live window")
+    return web.Response(body=found.data, content_type="video/iso.segment", headers=NO_STORE)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/live/{flow}/{node}.m3u8", playlist)
+    app.router.add_get("/live/{flow}/{node}/init.mp4", init)
+    app.router.add_get("/live/{flow}/{node}/{seq}.m4s", part)

@@ -1,0 +1,47 @@
+"""The bundled demo started as a user starts it, ``mediaflow demo --port 0``: a fixture
+that yields its URL and stops it with Ctrl-C (exit 0 expected)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+
+async def drain(stream: asyncio.StreamReader, lines: list[bytes]) -> None:
+    while line := await stream.readline():
+        lines.append(line)
+
+
+@pytest.fixture(name="demo_url")
+async def demo_url_fixture(tmp_path: Path) -> AsyncIterator[str]:
+    """The demo started as a user does (``mediaflow demo``), on a free port."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mediaflow", "demo", "--port", "0",
+        "--data", str(tmp_path / "data"), "--for", "90", stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    log: list[bytes] = []
+    reader: asyncio.Task[None] | None = None
+    try:
+        url = None
+        while url is None:
+            line = await asyncio.wait_for(proc.stderr.readline(), 20)
+            assert line, b"the demo exited before serving:\n" + b"".join(log)
+            log.append(line)
+            found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line.decode())
+            url = found.group(1) if found else None
+        reader = asyncio.create_task(drain(proc.stderr, log))  # a full pipe would block it
+        yield url
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: the demo stops cleanly
+        code = await asyncio.wait_for(proc.wait(), 30)
+        if reader is not None:
+            await reader
+    assert code == 0, b"".join(log[-40:]).decode(errors="replace")
