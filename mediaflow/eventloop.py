@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from mediaflow.config import ConfigError
+from mediaflow.config import ConfigError, env_int
 
 LOOP_ENV = "MEDIAFLOW_LOOP"
 LOOP_CHOICES = ("auto", "uvloop", "asyncio")
@@ -71,15 +71,7 @@ def io_executor() -> ThreadPoolExecutor:
     pool filled), and with a camera's saves written several at once
     (:func:`connectors._emit.emit_lane`) the default kept a 720p30 camera beside 16
     speech nodes whole; a box with many cameras on a slow disk may want more."""
-    workers = min(32, (os.cpu_count() or 1) + 4)
-    raw = os.environ.get(IO_THREADS_ENV, "").strip()
-    if raw:
-        try:
-            workers = int(raw)
-        except ValueError:
-            workers = 0
-        if workers < 1:
-            raise ConfigError(f"{IO_THREADS_ENV}={raw!r}: expected a whole number of at least 1")
+    workers = env_int(IO_THREADS_ENV, min(32, (os.cpu_count() or 1) + 4), minimum=1)
     return ThreadPoolExecutor(workers, thread_name_prefix="mediaflow-io")
 
 

@@ -102,4 +102,4 @@ def test_blocking_file_work_gets_its_own_pool_sized_by_the_environment(
         return 0
 
     assert eventloop.run_command(main) == 2
-    assert "MEDIAFLOW_IO_THREADS='many'" in capsys.readouterr().err
+    assert "MEDIAFLOW_IO_THREADS='many' is not an integer" in capsys.readouterr().err

@@ -33,6 +33,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from mediaflow.config import env_int
 from mediaflow.nodes.recognizer import Recognizer, Result
 from mediaflow.nodes.speech_recipe import RecognizerRecipe
 
@@ -140,17 +141,9 @@ class RecognizerHost:
 
 
 def default_processes() -> int:
-    """``MEDIAFLOW_SPEECH_PROCESSES``, else the number of cores."""
-    raw = os.environ.get(PROCESSES_ENV, "").strip()
-    if raw:
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise ValueError(f"{PROCESSES_ENV} must be a whole number of at least 1; got {raw!r}")
-        return value
-    return os.cpu_count() or 1
+    """``MEDIAFLOW_SPEECH_PROCESSES``, else the number of cores. Raises
+    :class:`~mediaflow.config.ConfigError` (a ``ValueError``) for a bad value."""
+    return env_int(PROCESSES_ENV, os.cpu_count() or 1, minimum=1)
 
 
 class HostPool:
