@@ -1,8 +1,9 @@
 // A camera live in a <video>: the server's HLS window (/live/{flow}/{node}.m3u8) fed
 // to Media Source Extensions part by part. It starts at the newest part that begins
 // with a keyframe, asks for the next one with a blocking reload (?after=SEQ), and
-// keeps at most BUFFER_KEEP_S behind the playhead. A viewer more than MAX_BEHIND_S
-// behind the newest frame, or whose next part left the window, jumps to live.
+// keeps at most BUFFER_KEEP_S behind the playhead. Once the parts from that keyframe
+// are in, it seeks to the newest frame; a viewer more than MAX_BEHIND_S behind it
+// (a stalled tab), or whose next part left the window, jumps to live again.
 // Latency is now minus the capture time of the frame on screen: a part's
 // EXT-X-PROGRAM-DATE-TIME minus its own decode time (tfdt) is the stream's origin
 // on the capture clock, and the playhead is seconds from that origin.
@@ -10,7 +11,8 @@
 
 (() => {
   const BUFFER_KEEP_S = 10;
-  const MAX_BEHIND_S = 3;
+  const MAX_BEHIND_S = 1.5; // further from the newest frame than this: jump
+  const LIVE_MARGIN_S = 0.25; // where a jump lands, before the newest frame
   const RETRY_MS = 1000;
 
   function parsePlaylist(text) {
@@ -111,6 +113,10 @@
             if (part.seq !== next) this.skipTo(start); // a hole: go on at this part
             next = part.seq + 1;
           }
+          if (!this.caughtUp) { // started at a keyframe up to a GOP back: go to the edge
+            this.caughtUp = true;
+            this.jumpToLive();
+          }
           listed = await this.playlist(next - 1);
           if (listed.parts.length && listed.parts[0].seq > next) { // it fell out of the window
             next = this.newestStart(listed);
@@ -144,7 +150,7 @@
 
     jumpToLive() {
       const ranges = this.video.buffered;
-      if (ranges.length) this.video.currentTime = Math.max(0, ranges.end(ranges.length - 1) - 0.3);
+      if (ranges.length) this.video.currentTime = Math.max(0, ranges.end(ranges.length - 1) - LIVE_MARGIN_S);
     }
 
     tick() {
