@@ -23,8 +23,8 @@ from mediaflow.live.parts import VideoFrame
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.demo_process import demo_url_fixture  # noqa: F401 - a fixture
 from tests.http_support import serve, wait_until
+from tests.links_support import BEARER, LOCKED, as_link, call, create, hold, save
 from tests.live_helpers import FPS, EncodedVideo, encode_video
-from tests.test_http_links import BEARER, LOCKED, as_link, call, create, hold, save
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
