@@ -57,6 +57,7 @@ def run_soak(
     every: float = 5.0,
     workdir: Path | None = None,
     progress: Callable[[Sample], None] | None = None,
+    hosts: bool = True,
 ) -> SoakResult:
     """Run the soak for ``seconds`` in ``workdir`` (a fresh temporary directory if
     None; left in place for the log). Raises ``RuntimeError`` if the process does
@@ -71,7 +72,7 @@ def run_soak(
         while True:
             elapsed = time.monotonic() - started
             try:
-                sample = take_sample(proc.pid, proc.data_dir, url, round(elapsed, 2))
+                sample = take_sample(proc.pid, proc.data_dir, url, round(elapsed, 2), hosts=hosts)
             except OSError:
                 break  # the process is gone: the exit code says why
             result.samples.append(sample)

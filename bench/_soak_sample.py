@@ -120,7 +120,9 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def take_sample(pid: int, data_dir: Path, url: str | None, t: float) -> Sample:
+def take_sample(
+    pid: int, data_dir: Path, url: str | None, t: float, *, hosts: bool = True
+) -> Sample:
     """Look at process ``pid``, its children (the speech hosts: their memory is the
     flow's too) and ``data_dir`` now. Raises ``OSError`` if ``pid`` is gone."""
     status = proc_status(pid)
@@ -128,7 +130,7 @@ def take_sample(pid: int, data_dir: Path, url: str | None, t: float) -> Sample:
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     threads = int(status["Threads"])
     cpu = cpu_seconds(pid)
-    for child in children(pid):
+    for child in children(pid) if hosts else []:
         try:
             child_status = proc_status(child)
             rss += int(child_status["VmRSS"].split()[0]) * 1024

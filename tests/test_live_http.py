@@ -92,6 +92,8 @@ CAMERA_VIDEO = "[data-widget='cam.video'] video"
 async def test_the_wall_plays_the_demo_camera_live_and_says_how_late(
     demo_url: str, page: Page
 ) -> None:
+    async with aiohttp.ClientSession() as session:
+        await wait_for_playlist(session, demo_url)  # the flow view lists it live from now
     await page.goto(demo_url + "/")
     await page.wait_for_selector(f"{CAMERA_VIDEO}[data-live='playing']", timeout=30_000)
     await page.wait_for_function(

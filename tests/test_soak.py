@@ -8,10 +8,11 @@ outside (``/proc``, a walk of the data directory, ``/metrics``).
 
 Bounds, and why. The warm-up here is the first half (30 s): decoders load, the
 speech nodes' buffers reach their largest utterance, the queue's WAL reaches its
-working size, the first clips are muxed and the first sweeps run. RSS is the flow's
-process and its speech host processes together, and the hosts' buffers still grow
-until the looping speech (7.35 s) has gone round a few times: ~40 s on a loaded CI
-machine (a third, 20 s, judged that and missed by 1 MiB once). After it:
+working size, the first clips are muxed and the first sweeps run. Only the flow's own
+process is sampled here: its speech host processes fill their buffers until the
+looping speech (7.35 s) has gone round a few times, ~40 s or more on a loaded CI
+machine, too long for a minute's run to judge (the ten-minute bench samples them
+too). After it:
 
 * RSS: the least-squares line's rise over the 60 s, and the last quarter's median
   over the second's, under 16 MiB. Quiet runs show 5-9 MiB (the speech nodes and
@@ -82,6 +83,7 @@ def test_a_minute_at_demo_scale_grows_nothing(tmp_path: Path) -> None:
         gc=GcEnv(CAP, interval_s=5.0, grace_s=10.0),
         every=2.0,
         workdir=tmp_path,
+        hosts=False,
     )
     checks = judge(result.samples, BOUNDS)
     report = "\n".join(
