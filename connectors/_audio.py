@@ -22,6 +22,7 @@ from connectors._reconnect import Reconnect, SourceRun
 from connectors._timeline import Epoch, Resume
 from devices import AudioChunk, AudioInput, encode_wav, open_microphone
 from mediaflow import Context
+from mediaflow.live.hub import HUB
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class AudioRun(SourceRun[AudioInput]):
         self.report = CounterReport(ctx, "audio_overflow", device)
         self._closed_overflows = 0  # overflow totals of inputs already closed
         self._closed_dropped = 0
+        self.live = HUB.sound(ctx.flow, ctx.node)  # heard live only by feeds that carry it
 
     async def run(
         self, first: AudioInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[AudioInput]]
@@ -77,6 +79,7 @@ class AudioRun(SourceRun[AudioInput]):
             await self.supervise(first, policy=policy, reopen=reopen)
         finally:
             self.report.update(self._counters(None, None), force=True)
+            await self.live.close()
 
     async def consume(self, source: AudioInput) -> None:
         epoch: Epoch | None = None
@@ -104,14 +107,16 @@ class AudioRun(SourceRun[AudioInput]):
     async def _emit(self, chunk: AudioChunk, epoch: Epoch, anchor: float) -> None:
         pts = chunk.pts + epoch.offset
         self.timeline.seen(pts, chunk.duration)
+        captured_at = anchor + chunk.pts
         facts = {
             "pts": round(pts, 6),
-            "captured_at": anchor + chunk.pts,
+            "captured_at": captured_at,
             "duration": chunk.duration,
             "rate": chunk.rate,
             "channels": chunk.channels,
             "overflows": self._closed_overflows + chunk.overflow_count,
         }
+        self.live.take(chunk.pcm, chunk.rate, chunk.channels, captured_at)
         await self.chunks.emit(encode_wav(chunk), "audio/wav", epoch, facts)
 
     def _counters(self, source: AudioInput | None, chunk: AudioChunk | None) -> dict[str, int]:

@@ -92,10 +92,13 @@ class MediaConnector(Node):
         audio_input, self._audio_input = self._audio_input, None
         parts: list[Coroutine[Any, Any, None]] = []
         if self.video_request is not None and video_input is not None:
+            options = self.video_options
+            if audio_input is not None and options.live_audio is None and options.codec == "h264":
+                options = replace(options, live_audio=ctx.node)  # a file's own sound, live
             self.video_run = VideoRun(
                 ctx,
                 self.video_request,
-                self.video_options,
+                options,
                 resume,
                 device=self.device,
                 seeked_at=video_at,

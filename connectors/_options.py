@@ -59,6 +59,18 @@ def check_codec(codec: str) -> Codec:
     raise ValueError(f"codec must be one of {', '.join(CODECS)}, got {codec!r}")
 
 
+def check_live_audio(node: str | None, codec: str) -> str | None:
+    """A node id for ``live_audio`` (the flow checks that it has sound); only with
+    H.264, the one codec live view plays."""
+    if node is None:
+        return None
+    if not isinstance(node, str) or not node:
+        raise ValueError(f"live_audio must be the id of a node with sound, got {node!r}")
+    if codec != "h264":
+        raise ValueError(f"live_audio needs codec = 'h264' (live view plays H.264), not {codec!r}")
+    return node
+
+
 def resolve_spec(spec: str, flow_dir: Path) -> str:
     """``spec`` with a relative ``file:`` path (or a bare relative path that exists there)
     made absolute against ``flow_dir``; any other spec is returned unchanged. Pure

@@ -111,6 +111,7 @@ class VideoOptions:
     segment_s: float = 2.0
     codec: Codec = "h264"
     video: bool | None = None
+    live_audio: str | None = None  # the node whose sound the live view carries
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,8 @@ class VideoRun(SourceRun[VideoInput]):
         tap = None
         if self.wants_video():
             # Live view reads the H.264 the segments are made of: no second encode.
-            tap = HUB.tap(self.ctx.flow, self.ctx.node) if self.options.codec == "h264" else None
+            if self.options.codec == "h264":
+                tap = HUB.tap(self.ctx.flow, self.ctx.node, self.options.live_audio)
             encoder = SegmentEncoder(
                 self.options.codec, self.options.segment_s, fps=info.fps, size=resize, tap=tap
             )

@@ -18,6 +18,7 @@ from typing import ClassVar
 from connectors._connector import VIDEO_PORTS, MediaConnector
 from connectors._options import (
     check_codec,
+    check_live_audio,
     check_quality,
     optional_positive,
     parse_size,
@@ -28,7 +29,13 @@ from connectors._video import VideoOptions, VideoRequest
 
 
 def video_options(
-    *, fps: float, quality: int, segment_s: float, codec: str, video: bool | None
+    *,
+    fps: float,
+    quality: int,
+    segment_s: float,
+    codec: str,
+    video: bool | None,
+    live_audio: str | None = None,
 ) -> VideoOptions:
     """Checked emission options (``ValueError`` naming the bad one)."""
     return VideoOptions(
@@ -37,6 +44,7 @@ def video_options(
         segment_s=positive("segment_s", segment_s),
         codec=check_codec(codec),
         video=video,
+        live_audio=check_live_audio(live_audio, codec),
     )
 
 
@@ -50,7 +58,8 @@ class CameraConnector(MediaConnector):
     (``h264``, ``vp8``, ``vp9``); ``video`` (True/False forces segments on/off; unset:
     only while a node reads ``video``); ``realtime`` (files and lavfi: false = as fast
     as possible, losing nothing); ``reconnect_base_s``/``reconnect_max_s`` (backoff
-    after an unplug, 0.5 s doubling up to 10 s).
+    after an unplug, 0.5 s doubling up to 10 s); ``live_audio`` (the id of a
+    microphone node in this flow whose sound the live view carries, H.264 only).
     """
 
     outputs: ClassVar[Mapping[str, str]] = VIDEO_PORTS
@@ -69,13 +78,19 @@ class CameraConnector(MediaConnector):
         realtime: bool | None = None,
         reconnect_max_s: float = 10.0,
         reconnect_base_s: float = 0.5,
+        live_audio: str | None = None,
     ) -> None:
         """Checks the options (``ValueError``); opens nothing (``setup`` does)."""
         request = VideoRequest(
             device, parse_size(size), optional_positive("rate", rate), input_format, realtime
         )
         options = video_options(
-            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video
+            fps=fps,
+            quality=quality,
+            segment_s=segment_s,
+            codec=codec,
+            video=video,
+            live_audio=live_audio,
         )
         super().__init__(
             device,

@@ -262,6 +262,7 @@ def check_graph(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[
             message = _check_wire(spec, port, ref, node_ids, nodes)
             if message is not None:
                 problems.append(FlowProblem(f"node {spec.id!r}: {message}", spec.id))
+    problems.extend(_check_live_audio(nodes))
     for cycle in find_cycles(node_ids, nodes):
         path = " -> ".join(cycle)
         problems.append(
@@ -271,6 +272,19 @@ def check_graph(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[
             )
         )
     return problems
+
+
+def _check_live_audio(nodes: Mapping[str, NodeSpec]) -> Iterator[FlowProblem]:
+    """A camera's ``live_audio`` names a node of this flow with an ``audio`` output."""
+    with_sound = sorted(n for n, spec in nodes.items() if spec.output_kinds.get("audio") == "audio")
+    for spec in nodes.values():
+        source = spec.options.get("live_audio")
+        if source is not None and str(source) not in with_sound:
+            message = (
+                f"live_audio = {source!r} is not a node with an 'audio' output "
+                f"(those with sound: {', '.join(with_sound) or 'none'})"
+            )
+            yield FlowProblem(f"node {spec.id!r}: {message}", spec.id)
 
 
 def _check_wire(

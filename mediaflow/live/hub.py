@@ -8,7 +8,13 @@ newest ``window_parts`` of them, with the init segment built from the encoder's
 parameter sets: memory is bounded by the window whatever the viewers do, and a viewer
 that falls behind finds only newer parts, starting at a keyframe. The server in the
 same process (``mediaflow run``) answers ``/live/...`` from :data:`HUB`; a process
-without the camera has no feed for it. Video only so far.
+without the camera has no feed for it.
+
+A feed may carry a microphone's sound (the camera's ``live_audio``): the microphone
+hands its chunks to :meth:`LiveHub.sound`'s :class:`~mediaflow.live.sound.LiveSound`,
+which encodes them while the feed is :attr:`LiveFeed.watched` (read within
+``WATCH_S``) and fills silence otherwise. Such a feed has no init segment until both
+the video's parameter sets and the sound's format are known.
 """
 
 from __future__ import annotations
@@ -16,14 +22,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
-from mediaflow.live.fmp4 import VideoTrack, init_segment
+from mediaflow.live.fmp4 import AudioTrack, VideoTrack, init_segment
 from mediaflow.live.h264 import BitstreamError
-from mediaflow.live.parts import DEFAULT_PART_S, LivePart, PartCutter, VideoFrame
+from mediaflow.live.parts import DEFAULT_PART_S, AudioFrame, LivePart, PartCutter, VideoFrame
+from mediaflow.live.sound import LiveSound
 
 DEFAULT_WINDOW_PARTS = 12  # 6 s of 0.5 s parts: a player's start and a little slack
+# A feed read this recently is watched: its sound is encoded. A player reads every
+# part (0.5 s); a paused tab that comes back within this hears sound at once.
+WATCH_S = 10.0
 
 FrameTap = Callable[[bytes, VideoFrame], None]
 
@@ -37,15 +48,21 @@ class LiveFeed:
         *,
         part_s: float = DEFAULT_PART_S,
         window_parts: int = DEFAULT_WINDOW_PARTS,
+        sound: bool = False,
     ) -> None:
+        """``sound``: the feed carries a microphone's sound (wait for its format)."""
         self.part_s = part_s
         self._loop = loop
         self._cutter = PartCutter(part_s)
         self._parts: deque[LivePart] = deque(maxlen=window_parts)
         self._extradata = b""
+        self._video: VideoTrack | None = None
+        self._sound: AudioTrack | None = None
+        self._wants_sound = sound
         self.init: bytes | None = None
         self.codec: str | None = None
         self._changed = asyncio.Condition()
+        self._read_at = float("-inf")
         self.frames = 0
 
     def tap(self, extradata: bytes, frame: VideoFrame) -> None:
@@ -57,6 +74,28 @@ class LiveFeed:
     def ready(self) -> bool:
         """Whether a player can start now: an init segment and a keyframe part."""
         return self.init is not None and any(part.independent for part in self._parts)
+
+    @property
+    def watched(self) -> bool:
+        """Whether a player read this feed within ``WATCH_S``."""
+        return time.monotonic() - self._read_at < WATCH_S
+
+    def touch(self) -> None:
+        """A player read the feed: keep its sound encoded."""
+        self._read_at = time.monotonic()
+
+    def set_sound(self, track: AudioTrack | None) -> None:
+        """The sound's format (from :class:`~mediaflow.live.sound.LiveSound`); None:
+        the sound cannot be live, the feed goes on with video only."""
+        if track is None:
+            self._wants_sound = False
+        elif track != self._sound:
+            self._sound = track
+            self._cutter.audio_rate = track.sample_rate
+        self._build_init()
+
+    def add_audio(self, frame: AudioFrame) -> None:
+        self._cutter.add_audio(frame)
 
     @property
     def parts(self) -> list[LivePart]:
@@ -84,15 +123,21 @@ class LiveFeed:
         self.frames += 1
         if extradata and extradata != self._extradata:
             try:
-                track = VideoTrack.from_annexb(extradata)
+                self._video = VideoTrack.from_annexb(extradata)
             except BitstreamError:
                 return
             self._extradata = extradata
-            self.init, self.codec = init_segment(track, None), track.codec
+            self._build_init()
         done = self._cutter.add_video(frame)
         if done:
             self._parts.extend(done)
             self._loop.create_task(self._notify())
+
+    def _build_init(self) -> None:
+        if self._video is None or (self._wants_sound and self._sound is None):
+            return
+        self.init = init_segment(self._video, self._sound)
+        self.codec = self._video.codec + (f",{self._sound.codec}" if self._sound else "")
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -104,22 +149,35 @@ class LiveHub:
 
     def __init__(self) -> None:
         self._feeds: dict[tuple[str, str], LiveFeed] = {}
+        self._sounds: dict[tuple[str, str], LiveSound] = {}
         self._lock = threading.Lock()
 
-    def tap(self, flow: str, node: str) -> FrameTap:
+    def tap(self, flow: str, node: str, sound_from: str | None = None) -> FrameTap:
         """The entry point for a camera's frames; call from the event loop that owns
-        the feed (the camera's), then from any thread. A new tap starts a new feed."""
-        feed = LiveFeed(asyncio.get_running_loop())
+        the feed (the camera's), then from any thread. A new tap starts a new feed;
+        ``sound_from`` names the node in ``flow`` whose sound it carries."""
+        feed = LiveFeed(asyncio.get_running_loop(), sound=sound_from is not None)
         with self._lock:
             self._feeds[(flow, node)] = feed
+        if sound_from is not None:
+            self.sound(flow, sound_from).subscribe(feed)
         return feed.tap
+
+    def sound(self, flow: str, node: str) -> LiveSound:
+        """The live sound of a microphone (made on first ask, by it or by a feed)."""
+        with self._lock:
+            return self._sounds.setdefault((flow, node), LiveSound(f"{flow}/{node}"))
 
     def drop(self, flow: str, node: str, tap: FrameTap | None = None) -> None:
         """Forget the feed (the camera stopped); only if it is still ``tap``'s, when given."""
         with self._lock:
             feed = self._feeds.get((flow, node))
-            if feed is not None and (tap is None or getattr(tap, "__self__", None) is feed):
-                del self._feeds[(flow, node)]
+            if feed is None or (tap is not None and getattr(tap, "__self__", None) is not feed):
+                return
+            del self._feeds[(flow, node)]
+            sounds = list(self._sounds.values())
+        for sound in sounds:
+            sound.unsubscribe(feed)
 
     def feed(self, flow: str, node: str) -> LiveFeed | None:
         with self._lock:

@@ -30,6 +30,9 @@ from mediaflow.live.h264 import to_avcc
 
 DEFAULT_PART_S = 0.5
 AAC_FRAME_SAMPLES = 1024
+# Audio frames waiting for their part: more than ~10 s at 48 kHz means the video
+# stopped while the sound goes on; the oldest are dropped so memory stays bounded.
+MAX_WAITING_AUDIO = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,8 @@ class PartCutter:
         """Take the next AAC frame; it goes out with the part that covers it."""
         if self.audio_rate is not None:
             self._audio.append(frame)
+            if len(self._audio) > MAX_WAITING_AUDIO:
+                del self._audio[: len(self._audio) - MAX_WAITING_AUDIO]
 
     def flush(self, end_s: float | None = None) -> list[LivePart]:
         """Finish the part in progress (the stream ended); its last frame lasts until

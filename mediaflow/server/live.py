@@ -11,8 +11,9 @@
   starts again at its first part).
 
 The feeds live in :data:`mediaflow.live.hub.HUB`: a camera with H.264 segments in
-this process has one. Reads follow the server's read lock like every other route.
-Answers are never cached: they change every part.
+this process has one, with the sound of its ``live_audio`` node as a second track
+(encoded while somebody reads the feed, silent otherwise). Reads follow the server's
+read lock like every other route. Answers are never cached: they change every part.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def _feed(request: web.Request) -> LiveFeed | web.Response:
     feed = HUB.feed(flow, node)
     if feed is None:
         return error(404, f"no live feed of {flow}/{node} in this process")
+    feed.touch()  # a player is reading: its sound is encoded while it does
     if feed.init is None:
         return error(503, f"{flow}/{node} has no encoded frame yet", {"Retry-After": "1"})
     return feed

@@ -4,9 +4,11 @@
 // keeps at most BUFFER_KEEP_S behind the playhead. Once the parts from that keyframe
 // are in, it seeks to the newest frame; a viewer more than MAX_BEHIND_S behind it
 // (a stalled tab), or whose next part left the window, jumps to live again.
-// Latency is now minus the capture time of the frame on screen: a part's
-// EXT-X-PROGRAM-DATE-TIME minus its own decode time (tfdt) is the stream's origin
-// on the capture clock, and the playhead is seconds from that origin.
+// Latency is the moment a frame is shown minus its capture time: a part's
+// EXT-X-PROGRAM-DATE-TIME minus its own decode time (tfdt) is the stream's origin on
+// the capture clock, a frame's media time is seconds from that origin, and
+// requestVideoFrameCallback says when the compositor shows it (where a browser lacks
+// it, the playhead stands in). The sound plays muted until the viewer unmutes it.
 "use strict";
 
 (() => {
@@ -14,6 +16,11 @@
   const MAX_BEHIND_S = 1.5; // further from the newest frame than this: jump
   const LIVE_MARGIN_S = 0.25; // where a jump lands, before the newest frame
   const RETRY_MS = 1000;
+  const LATENCY_SAMPLES = 3000; // per-frame latencies kept for a benchmark to read
+  const PACE_WINDOW_S = 1.5; // the trough of what is buffered ahead, over this long
+  const CATCH_UP_ABOVE_S = 0.25; // a trough above this: play at CATCH_UP_RATE
+  const STEADY_BELOW_S = 0.12; // until it is below this
+  const CATCH_UP_RATE = 1.1;
 
   function parsePlaylist(text) {
     const parts = [];
@@ -45,10 +52,13 @@
     return -1;
   }
 
-  function codecOf(init) {
+  // The codecs of an init segment: H.264 from its avcC, and AAC-LC (what the server
+  // encodes a microphone's sound as) when it has a sound track.
+  function codecsOf(init) {
     const at = findBox(init, "avcC"); // version, profile, compatibility, level
     const hex = (b) => b.toString(16).padStart(2, "0");
-    return at < 0 ? "avc1.42e01e" : `avc1.${hex(init[at + 1])}${hex(init[at + 2])}${hex(init[at + 3])}`;
+    const video = at < 0 ? "avc1.42e01e" : `avc1.${hex(init[at + 1])}${hex(init[at + 2])}${hex(init[at + 3])}`;
+    return findBox(init, "mp4a") < 0 ? video : `${video},mp4a.40.2`;
   }
 
   function decodeSeconds(part) {
@@ -67,6 +77,8 @@
       this.origin = null;
       this.jumps = 0;
       this.appended = 0;
+      this.shown = null; // the newest frame shown: when, and how late
+      this.aheads = []; // seconds buffered ahead of each frame shown lately
     }
 
     async fetchBytes(path) {
@@ -87,16 +99,18 @@
     async start() {
       const listed = await this.playlist();
       const init = await this.fetchBytes(this.url(listed.init));
-      const mime = `video/mp4; codecs="${codecOf(init)}"`;
+      const mime = `video/mp4; codecs="${codecsOf(init)}"`;
+      this.video.dataset.codecs = codecsOf(init);
       if (!window.MediaSource || !MediaSource.isTypeSupported(mime)) throw new Error(`cannot play ${mime}`);
       this.source = new MediaSource();
       this.video.src = URL.createObjectURL(this.source);
       await new Promise((resolve) => this.source.addEventListener("sourceopen", resolve, { once: true }));
       this.buffer = this.source.addSourceBuffer(mime);
       await this.append(init);
-      this.video.muted = true; // autoplay is allowed muted; the video has no sound yet
+      this.video.muted = true; // autoplay is allowed muted; the controls unmute
       this.video.dataset.live = "playing";
       this.timer = setInterval(() => this.tick(), 250);
+      this.watchFrames();
       this.follow(listed);
     }
 
@@ -153,6 +167,37 @@
       if (ranges.length) this.video.currentTime = Math.max(0, ranges.end(ranges.length - 1) - LIVE_MARGIN_S);
     }
 
+    watchFrames() {
+      if (!this.video.requestVideoFrameCallback) return;
+      this.video.mediaflowLatencies = [];
+      const shown = (now, meta) => {
+        if (this.stopped) return;
+        if (this.origin !== null) {
+          const at = (performance.timeOrigin + meta.expectedDisplayTime) / 1000;
+          this.shown = { at, latency: at - (this.origin + meta.mediaTime) };
+          const ranges = this.video.buffered;
+          if (ranges.length) this.aheads.push({ at, ahead: ranges.end(ranges.length - 1) - meta.mediaTime });
+          const samples = this.video.mediaflowLatencies; // for the benchmark
+          samples.push(this.shown.latency);
+          if (samples.length > LATENCY_SAMPLES) samples.splice(0, samples.length - LATENCY_SAMPLES);
+        }
+        this.video.requestVideoFrameCallback(shown);
+      };
+      this.video.requestVideoFrameCallback(shown);
+    }
+
+    // Parts arrive every part_s, so what is buffered ahead of the playhead falls to a
+    // trough just before each arrives. A trough well above zero is latency for nothing:
+    // play a little fast until it is small (hls.js's live sync does the same).
+    keepPace() {
+      const now = Date.now() / 1000;
+      while (this.aheads.length && this.aheads[0].at < now - PACE_WINDOW_S) this.aheads.shift();
+      if (this.aheads.length < 5) return;
+      const trough = Math.min(...this.aheads.map((a) => a.ahead));
+      const rate = trough > CATCH_UP_ABOVE_S ? CATCH_UP_RATE : trough < STEADY_BELOW_S ? 1 : this.video.playbackRate;
+      if (rate !== this.video.playbackRate) this.video.playbackRate = rate;
+    }
+
     tick() {
       const ranges = this.video.buffered;
       if (!ranges.length) return;
@@ -160,12 +205,18 @@
       if (this.video.currentTime < ranges.start(0)) this.video.currentTime = ranges.start(0);
       if (end - this.video.currentTime > MAX_BEHIND_S) { this.jumpToLive(); this.jumps += 1; }
       if (this.video.paused) this.video.play().catch(() => {});
+      this.keepPace();
       if (!this.buffer.updating && this.video.currentTime - ranges.start(0) > BUFFER_KEEP_S * 1.5) {
         this.buffer.remove(0, this.video.currentTime - BUFFER_KEEP_S);
       }
       if (this.origin !== null) {
-        const latency = Date.now() / 1000 - (this.origin + this.video.currentTime);
+        const now = Date.now() / 1000;
+        // A frame shown within the last second says how late it was; a frozen picture
+        // is as late as its age.
+        const latency = this.shown && now - this.shown.at < 1 ? this.shown.latency
+          : now - (this.origin + this.video.currentTime);
         this.video.dataset.latency = latency.toFixed(3);
+        this.video.dataset.jumps = String(this.jumps);
         this.badge.textContent = `live · ${latency.toFixed(1)} s`;
       }
     }
