@@ -1,5 +1,6 @@
-"""The bundled demo started as a user starts it, ``mediaflow demo --port 0``: a fixture
-that yields its URL and stops it with Ctrl-C (exit 0 expected)."""
+"""The bundled demo started as a user starts it, ``mediaflow demo --port 0``: fixtures
+that yield it (``demo``: its URL and process id; ``demo_url``: the URL) and stop it
+with Ctrl-C (exit 0 expected)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import signal
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,20 @@ async def drain(stream: asyncio.StreamReader, lines: list[bytes]) -> None:
         lines.append(line)
 
 
+@dataclass(frozen=True)
+class Demo:
+    url: str
+    pid: int
+
+
 @pytest.fixture(name="demo_url")
-async def demo_url_fixture(tmp_path: Path) -> AsyncIterator[str]:
+async def demo_url_fixture(demo: Demo) -> str:
+    """The URL of the demo, started as a user does (``mediaflow demo``), on a free port."""
+    return demo.url
+
+
+@pytest.fixture(name="demo")
+async def demo_fixture(tmp_path: Path) -> AsyncIterator[Demo]:
     """The demo started as a user does (``mediaflow demo``), on a free port."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mediaflow", "demo", "--port", "0",
@@ -37,7 +51,7 @@ async def demo_url_fixture(tmp_path: Path) -> AsyncIterator[str]:
             found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line.decode())
             url = found.group(1) if found else None
         reader = asyncio.create_task(drain(proc.stderr, log))  # a full pipe would block it
-        yield url
+        yield Demo(url, proc.pid)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT)  # Ctrl-C: the demo stops cleanly

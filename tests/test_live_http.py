@@ -21,7 +21,7 @@ import pytest
 from mediaflow.live.hub import HUB
 from mediaflow.live.parts import VideoFrame
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
-from tests.demo_process import demo_url_fixture  # noqa: F401 - a fixture
+from tests.demo_process import demo_fixture, demo_url_fixture  # noqa: F401 - fixtures
 from tests.http_support import serve, wait_until
 from tests.links_support import BEARER, LOCKED, as_link, call, create, hold, save
 from tests.live_helpers import FPS, EncodedVideo, encode_video
@@ -80,6 +80,11 @@ async def test_ffmpeg_watches_the_demo_camera_live(demo_url: str, tmp_path: Path
         stream = container.streams.video[0]
         assert (stream.codec_context.width, stream.codec_context.height) == (640, 360)
         packets = [p for p in container.demux(stream) if p.size]
+    with av.open(str(out)) as container:
+        sound = container.streams.audio[0]  # the microphone's, encoded while watched
+        assert (sound.codec_context.name, sound.codec_context.sample_rate) == ("aac", 16000)
+        heard = sum(frame.samples for frame in container.decode(sound))
+    assert heard >= 16000 * (WATCH_S - 1)
     # The demo camera runs at 15 frames/s: ffmpeg read on across parts, live.
     assert len(packets) >= 15 * (WATCH_S - 1)
     assert packets[0].is_keyframe
@@ -106,8 +111,13 @@ async def test_the_wall_plays_the_demo_camera_live_and_says_how_late(
         CAMERA_VIDEO,
         """v => ({time: v.currentTime, latency: Number(v.dataset.latency),
                   width: v.videoWidth, frames: v.getVideoPlaybackQuality().totalVideoFrames,
-                  error: v.dataset.error || null, src: v.src})""",
+                  error: v.dataset.error || null, src: v.src, codecs: v.dataset.codecs,
+                  sound: v.webkitAudioDecodedByteCount, muted: v.muted,
+                  shown: (v.mediaflowLatencies || []).length})""",
     )
+    # The microphone's sound plays along (muted until the viewer unmutes: autoplay).
+    assert state["codecs"].endswith(",mp4a.40.2") and state["sound"] > 0, state
+    assert state["muted"] and state["shown"] > 15, state
     assert state["time"] > first + 1.0, state  # it plays on, live
     assert state["width"] == 640 and state["frames"] > 0, state
     assert state["src"].startswith("blob:")  # Media Source Extensions, not a file

@@ -25,7 +25,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.server import ServerSettings
 from mediaflow.server.state import AppState
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
-from tests.demo_process import demo_url_fixture  # noqa: F401 - a fixture
+from tests.demo_process import demo_fixture, demo_url_fixture  # noqa: F401 - fixtures
 from tests.http_support import serve, wait_until
 
 if TYPE_CHECKING:
