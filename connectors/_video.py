@@ -112,6 +112,7 @@ class VideoOptions:
     codec: Codec = "h264"
     video: bool | None = None
     live_audio: str | None = None  # the node whose sound the live view carries
+    live_part_s: float = 0.5  # the live view's parts
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,13 @@ class VideoRun(SourceRun[VideoInput]):
         if self.wants_video():
             # Live view reads the H.264 the segments are made of: no second encode.
             if self.options.codec == "h264":
-                tap = HUB.tap(self.ctx.flow, self.ctx.node, self.options.live_audio)
+                tap = HUB.tap(
+                    self.ctx.flow,
+                    self.ctx.node,
+                    self.options.live_audio,
+                    part_s=self.options.live_part_s,
+                    keyframe_s=self.options.segment_s,
+                )
             encoder = SegmentEncoder(
                 self.options.codec, self.options.segment_s, fps=info.fps, size=resize, tap=tap
             )

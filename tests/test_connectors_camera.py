@@ -211,6 +211,9 @@ async def test_a_device_it_cannot_open_fails_the_flow_at_start_listing_what_exis
         ({"codec": "av1"}, "codec must be one of h264, vp8, vp9"),
         ({"quality": 101}, "quality must be within 1-100"),
         ({"reconnect_base_s": 5, "reconnect_max_s": 1}, "reconnect delays"),
+        ({"live_part_s": 0.05}, "live_part_s must be within 0.1-10 seconds"),
+        ({"codec": "vp8", "live_audio": "mic"}, "live_audio needs codec = 'h264'"),
+        ({"live_audio": ""}, "live_audio must be the id of a node with sound"),
     ],
 )
 def test_bad_options_are_refused_with_their_name(options: dict[str, Any], match: str) -> None:

@@ -162,3 +162,28 @@ async def check_live_reads(tmp_path: Path, video: EncodedVideo) -> None:
         assert status == 200 and body[4:8] == b"ftyp"
         status, body = await call(served, "GET", "/live/desk/cam/0.m4s", headers=link)
         assert status == 200 and body[4:8] == b"moof"
+
+
+async def test_long_groups_of_pictures_and_short_parts_still_list_a_place_to_start(
+    tmp_path: Path,
+) -> None:
+    # Keyframes 5 s apart (the camera's segment_s), parts of 0.25 s (live_part_s).
+    video = encode_video(320, 180, FPS)
+    tap = HUB.tap("desk", "cam", part_s=0.25, keyframe_s=5.0)
+    try:
+        async with serve(tmp_path) as served:
+            for index in range(int(10.6 * FPS)):
+                data = video.packets[index % FPS]
+                tap(video.extradata, VideoFrame(data, 1000.0 + index / FPS, index % (5 * FPS) == 0))
+            await wait_until(lambda: (HUB.feed("desk", "cam") or HUB).frames == int(10.6 * FPS))
+            status, body = await call(served, "GET", "/live/desk/cam.m3u8")
+    finally:
+        HUB.drop("desk", "cam")
+    assert status == 200, body
+    lines = body.decode().splitlines()
+    durations = [float(line[8:].rstrip(",")) for line in lines if line.startswith("#EXTINF:")]
+    # The newest keyframe (10 s) leaves too little to buffer: it starts at the one before.
+    assert lines[5] == "#X-MEDIAFLOW-INDEPENDENT"
+    assert lines[6].startswith("#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:16:45.000")
+    assert all(0 < d <= 0.25 + 1 / FPS for d in durations), durations  # whole frames
+    assert sum(durations) >= 4.0 and lines.count("#X-MEDIAFLOW-INDEPENDENT") == 2

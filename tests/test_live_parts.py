@@ -129,9 +129,12 @@ def test_frames_before_the_first_keyframe_or_out_of_time_are_dropped(
 
 def test_the_window_starts_where_a_player_can_decode(video: EncodedVideo) -> None:
     parts = cut(video)
-    assert [p.seq for p in window(parts, 3)] == [4, 5]  # 3 is no place to start
+    assert [p.independent for p in parts] == [True, False] * 3
+    assert [p.seq for p in window(parts, 2)] == [4, 5]
+    assert [p.seq for p in window(parts, 3)] == [2, 3, 4, 5]  # 3 is no place to start
     assert [p.seq for p in window(parts, 4)] == [2, 3, 4, 5]
-    assert window(parts[1:2], 5) == []
+    assert [p.seq for p in window(parts, 99)] == [0, 1, 2, 3, 4, 5]  # all there is
+    assert window(parts[1:2], 1) == []
 
 
 def test_ffmpeg_plays_the_playlist_from_its_first_part_to_its_end(

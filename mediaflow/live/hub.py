@@ -4,7 +4,7 @@ A camera connector asks :meth:`LiveHub.tap` for its feed's entry point and hands
 every H.264 frame its segment encoder produces (on the encoding thread: the tap only
 schedules the frame onto the event loop, so encoding never waits for a viewer). The
 feed cuts frames into parts (:class:`~mediaflow.live.parts.PartCutter`) and keeps the
-newest ``window_parts`` of them, with the init segment built from the encoder's
+newest two groups of pictures and 2 s more, with the init segment built from the encoder's
 parameter sets: memory is bounded by the window whatever the viewers do, and a viewer
 that falls behind finds only newer parts, starting at a keyframe. The server in the
 same process (``mediaflow run``) answers ``/live/...`` from :data:`HUB`; a process
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 import time
 from collections import deque
@@ -31,7 +32,9 @@ from mediaflow.live.h264 import BitstreamError
 from mediaflow.live.parts import DEFAULT_PART_S, AudioFrame, LivePart, PartCutter, VideoFrame
 from mediaflow.live.sound import LiveSound
 
-DEFAULT_WINDOW_PARTS = 12  # 6 s of 0.5 s parts: a player's start and a little slack
+# The window holds two groups of pictures and 2 s more (6 s with 2 s segments): a
+# player always finds a keyframe part followed by some to buffer.
+DEFAULT_KEYFRAME_S = 2.0
 # A feed read this recently is watched: its sound is encoded. A player reads every
 # part (0.5 s); a paused tab that comes back within this hears sound at once.
 WATCH_S = 10.0
@@ -47,13 +50,16 @@ class LiveFeed:
         loop: asyncio.AbstractEventLoop,
         *,
         part_s: float = DEFAULT_PART_S,
-        window_parts: int = DEFAULT_WINDOW_PARTS,
+        keyframe_s: float = DEFAULT_KEYFRAME_S,
         sound: bool = False,
     ) -> None:
-        """``sound``: the feed carries a microphone's sound (wait for its format)."""
+        """``part_s``: the parts' length; ``keyframe_s``: the longest time between the
+        encoder's keyframes (the camera's ``segment_s``); ``sound``: the feed carries a
+        microphone's sound (wait for its format)."""
         self.part_s = part_s
         self._loop = loop
         self._cutter = PartCutter(part_s)
+        window_parts = math.ceil((2 * keyframe_s + 2.0) / part_s)
         self._parts: deque[LivePart] = deque(maxlen=window_parts)
         self._extradata = b""
         self._video: VideoTrack | None = None
@@ -152,11 +158,25 @@ class LiveHub:
         self._sounds: dict[tuple[str, str], LiveSound] = {}
         self._lock = threading.Lock()
 
-    def tap(self, flow: str, node: str, sound_from: str | None = None) -> FrameTap:
+    def tap(
+        self,
+        flow: str,
+        node: str,
+        sound_from: str | None = None,
+        *,
+        part_s: float = DEFAULT_PART_S,
+        keyframe_s: float = DEFAULT_KEYFRAME_S,
+    ) -> FrameTap:
         """The entry point for a camera's frames; call from the event loop that owns
         the feed (the camera's), then from any thread. A new tap starts a new feed;
-        ``sound_from`` names the node in ``flow`` whose sound it carries."""
-        feed = LiveFeed(asyncio.get_running_loop(), sound=sound_from is not None)
+        ``sound_from`` names the node in ``flow`` whose sound it carries; the rest is
+        :class:`LiveFeed`'s."""
+        feed = LiveFeed(
+            asyncio.get_running_loop(),
+            part_s=part_s,
+            keyframe_s=keyframe_s,
+            sound=sound_from is not None,
+        )
         with self._lock:
             self._feeds[(flow, node)] = feed
         if sound_from is not None:

@@ -23,14 +23,16 @@ VERSION = 7  # fMP4 segments with EXT-X-MAP in a media playlist
 INDEPENDENT = "#X-MEDIAFLOW-INDEPENDENT"
 
 
-def window(parts: Sequence[LivePart], max_parts: int) -> list[LivePart]:
-    """The newest ``max_parts`` or fewer, starting at an independent part (none if no
-    part among them is independent: a player could not start anywhere)."""
-    newest = list(parts[-max_parts:]) if max_parts > 0 else []
-    for index, part in enumerate(newest):
-        if part.independent:
-            return newest[index:]
-    return []
+def window(parts: Sequence[LivePart], min_parts: int) -> list[LivePart]:
+    """The parts from the newest independent one that leaves at least ``min_parts``
+    listed (from the oldest independent one if none does); none if no part is
+    independent: a player could not start anywhere. However long a camera's groups
+    of pictures are, a player finds a place to start and a few parts to buffer."""
+    starts = [index for index, part in enumerate(parts) if part.independent]
+    if not starts:
+        return []
+    fitting = [index for index in starts if len(parts) - index >= min_parts]
+    return list(parts[fitting[-1] if fitting else starts[0] :])
 
 
 def program_date_time(epoch_s: float) -> str:

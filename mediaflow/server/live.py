@@ -18,6 +18,8 @@ read lock like every other route. Answers are never cached: they change every pa
 
 from __future__ import annotations
 
+import math
+
 from aiohttp import web
 
 from mediaflow.live.hub import HUB, LiveFeed
@@ -26,7 +28,7 @@ from mediaflow.server.artifacts import error
 
 PLAYLIST_TYPE = "application/vnd.apple.mpegurl"
 NO_STORE = {"Cache-Control": "no-store"}
-WINDOW_PARTS = 8  # the playlist's length: 4 s of 0.5 s parts
+LISTED_S = 4.0  # the playlist lists at least this much, from a keyframe part
 
 
 def _feed(request: web.Request) -> LiveFeed | web.Response:
@@ -49,7 +51,7 @@ async def playlist(request: web.Request) -> web.Response:
         if not after.isdigit():
             return error(400, f"after must be a part number; got {after!r}")
         await feed.wait_newer(int(after), feed.part_s * 2)
-    shown = window(feed.parts, WINDOW_PARTS)
+    shown = window(feed.parts, math.ceil(LISTED_S / feed.part_s))
     if not shown:
         return error(503, "no part a player can start at yet", {"Retry-After": "1"})
     node = request.match_info["node"]
