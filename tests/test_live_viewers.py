@@ -98,7 +98,9 @@ async def test_the_wall_stalled_for_ten_seconds_plays_live_again(demo: Demo, pag
         "v => ({jumps: Number(v.dataset.jumps), error: v.dataset.error || null, paused: v.paused})",
     )
     assert state["jumps"] >= 1 and not state["paused"], state  # it skipped what it missed
-    assert page_errors(page) == []
+    # A part asked for before the stall had left the window when the answer came: the
+    # 404 the browser logs is how the player learns it must skip.
+    assert [e for e in page_errors(page) if "404 (Not Found)" not in e] == []
 
 
 VIEWERS = 10

@@ -137,7 +137,9 @@ class LiveSound:
         self._expected = first + int(pcm.shape[0])
         if not any(sink.watched for sink in self.sinks):
             if self._encoder is not None:
-                self._restart_at(first)  # what the encoder still holds is not handed out
+                # What the encoder still holds is not handed out: those slots go silent,
+                # so the track stays continuous (no hole from the encoder's lag).
+                self._restart_at(first, silent_from=self._next_out)
             return self._silent_slots(pcm)
         if self._encoder is None:
             pcm = np.concatenate([self._held, pcm])
@@ -165,11 +167,12 @@ class LiveSound:
         self._held_start += whole * AAC_FRAME_SAMPLES
         return slots
 
-    def _restart_at(self, first: int) -> None:
-        """Go on from sample ``first`` after a hole: a new encoder, on the slot grid."""
+    def _restart_at(self, first: int, silent_from: int | None = None) -> None:
+        """Go on from sample ``first`` after a hole: a new encoder, on the slot grid. The
+        samples from ``silent_from`` (a slot boundary; default ``first``'s slot) are silence."""
         assert self._sound is not None
         self._encoder = None
-        self._held_start = first - first % AAC_FRAME_SAMPLES
+        self._held_start = first - first % AAC_FRAME_SAMPLES if silent_from is None else silent_from
         self._held = np.zeros((first - self._held_start, self._sound[1]), dtype=np.int16)
 
     def _hand_out(self, sample: int, data: bytes) -> None:

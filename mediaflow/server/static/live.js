@@ -2,7 +2,7 @@
 // to Media Source Extensions part by part. It starts at the newest part that begins
 // with a keyframe, asks for the next one with a blocking reload (?after=SEQ), and
 // keeps at most BUFFER_KEEP_S behind the playhead. Once the parts from that keyframe
-// are in, it seeks to the newest frame; a viewer more than MAX_BEHIND_S behind it
+// are in, it seeks to the newest frame; a viewer more than maxBehind() behind it
 // (a stalled tab), or whose next part left the window, jumps to live again.
 // Latency is the moment a frame is shown minus its capture time: a part's
 // EXT-X-PROGRAM-DATE-TIME minus its own decode time (tfdt) is the stream's origin on
@@ -13,7 +13,7 @@
 
 (() => {
   const BUFFER_KEEP_S = 10;
-  const MAX_BEHIND_S = 1.5; // further from the newest frame than this: jump
+  const MAX_BEHIND_S = 1.5; // further from the newest frame than this: jump (0.5 s parts)
   const LIVE_MARGIN_S = 0.25; // where a jump lands, before the newest frame
   const RETRY_MS = 1000;
   const LATENCY_SAMPLES = 3000; // per-frame latencies kept for a benchmark to read
@@ -79,6 +79,7 @@
       this.appended = 0;
       this.shown = null; // the newest frame shown: when, and how late
       this.aheads = []; // seconds buffered ahead of each frame shown lately
+      this.partS = 0; // the longest part seen
     }
 
     async fetchBytes(path) {
@@ -121,6 +122,7 @@
           for (const part of listed.parts.filter((p) => p.seq >= next)) {
             const bytes = await this.fetchBytes(this.url(part.uri));
             const start = decodeSeconds(bytes);
+            this.partS = Math.max(this.partS, part.duration);
             this.origin = part.pdt / 1000 - start;
             await this.append(bytes);
             this.appended += 1;
@@ -198,12 +200,16 @@
       if (rate !== this.video.playbackRate) this.video.playbackRate = rate;
     }
 
+    // Just before a part arrives the playhead is a part and a little behind the newest
+    // frame; longer parts (live_part_s) need more room before a jump.
+    maxBehind() { return Math.max(MAX_BEHIND_S, 2 * this.partS + 0.5); }
+
     tick() {
       const ranges = this.video.buffered;
       if (!ranges.length) return;
       const end = ranges.end(ranges.length - 1);
       if (this.video.currentTime < ranges.start(0)) this.video.currentTime = ranges.start(0);
-      if (end - this.video.currentTime > MAX_BEHIND_S) { this.jumpToLive(); this.jumps += 1; }
+      if (end - this.video.currentTime > this.maxBehind()) { this.jumpToLive(); this.jumps += 1; }
       if (this.video.paused) this.video.play().catch(() => {});
       this.keepPace();
       if (!this.buffer.updating && this.video.currentTime - ranges.start(0) > BUFFER_KEEP_S * 1.5) {
