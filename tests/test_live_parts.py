@@ -18,6 +18,7 @@ import av
 import pytest
 
 from mediaflow.live import AudioTrack, VideoTrack, init_segment
+from mediaflow.live.fmp4 import AUDIO_TRACK_ID
 from mediaflow.live.parts import AudioFrame, LivePart, PartCutter, VideoFrame
 from mediaflow.live.playlist import media_playlist, window
 from tests.live_helpers import (
@@ -28,6 +29,7 @@ from tests.live_helpers import (
     EncodedVideo,
     encode_tone,
     encode_video,
+    read_fragment,
     run_tool,
     write,
 )
@@ -168,3 +170,26 @@ def test_ffmpeg_plays_the_playlist_from_its_first_part_to_its_end(
     with av.open(str(out)) as container:
         frames = sum(1 for _ in container.demux(video=0) if _.size)
     assert frames == len(video.packets) - 2 * GOP // 2  # parts 2..5: the last two seconds
+
+
+def test_sound_after_a_hole_starts_a_run_at_its_own_time(video: EncodedVideo) -> None:
+    step = AAC_FRAME / AUDIO_RATE
+    times = [ORIGIN + i * step for i in range(3)] + [ORIGIN + (i + 5) * step for i in range(3)]
+    cutter = PartCutter(audio_rate=AUDIO_RATE)
+    for index, at in enumerate(times):
+        cutter.add_audio(AudioFrame(bytes([index]), at))
+    parts: list[LivePart] = []
+    for index, (data, keyframe) in enumerate(zip(video.packets, video.keyframes, strict=True)):
+        parts += cutter.add_video(VideoFrame(data, ORIGIN + index / FPS, keyframe))
+    sound = [
+        (run.base_decode_time, run.samples)
+        for part in parts[:2]
+        for run in read_fragment(part.data)[1]
+        if run.track_id == AUDIO_TRACK_ID
+    ]
+    # Two frames were left out (a hole in the sound): the three after it are placed
+    # where they were captured, in the next part, not back to back with the first three.
+    assert sound == [
+        (0, [b"\x00", b"\x01", b"\x02"]),
+        (5 * AAC_FRAME, [b"\x03", b"\x04", b"\x05"]),
+    ]

@@ -149,8 +149,9 @@ class PartCutter:
         if self.audio_rate is None or self.origin_s is None:
             return None
         origin = self.origin_s
-        due = [a for a in self._audio if a.time_s < end_s and a.time_s >= origin]
-        self._audio = [a for a in self._audio if a.time_s >= end_s]
+        self._audio = [a for a in self._audio if a.time_s >= origin]
+        due = _back_to_back([a for a in self._audio if a.time_s < end_s], self.audio_rate)
+        self._audio = self._audio[len(due) :]
         if not due:
             return None
         start = round((due[0].time_s - origin) * self.audio_rate)
@@ -162,3 +163,14 @@ class PartCutter:
         samples = [Sample(a.data, AAC_FRAME_SAMPLES, True) for a in due]
         self._audio_next = start + AAC_FRAME_SAMPLES * len(samples)
         return TrackRun(AUDIO_TRACK_ID, start, samples)
+
+
+def _back_to_back(frames: list[AudioFrame], rate: int) -> list[AudioFrame]:
+    """The leading frames that follow each other without a hole: a run's samples play
+    back to back, so frames after a hole (chunks the sound left out) start the next run
+    at their own time."""
+    step = AAC_FRAME_SAMPLES / rate
+    for index in range(1, len(frames)):
+        if abs(frames[index].time_s - frames[index - 1].time_s - step) > step / 2:
+            return frames[:index]
+    return frames
