@@ -127,6 +127,12 @@ async def view(url: str, until: float, rng: random.Random, read: list[int]) -> N
                 next_seq = newer[0] if newer else next_seq
 
 
+def metric(metrics: str, name: str) -> float:
+    found = re.search(rf"^{name} (\S+)$", metrics, re.MULTILINE)
+    assert found, name
+    return float(found.group(1))
+
+
 async def clips_and_losses(url: str) -> tuple[dict[int, dict[str, Any]], list[float]]:
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{url}/api/flows/demo") as resp:
@@ -171,6 +177,12 @@ async def test_ten_viewers_come_and_go_while_the_camera_records(demo: Demo) -> N
         await asyncio.sleep(0.5)
     await asyncio.gather(*viewers)
     after = rss_mib(demo.pid)
+    async with aiohttp.ClientSession() as session, session.get(f"{demo.url}/metrics") as resp:
+        metrics = await resp.text()
+    # Watched: the microphone's sound was encoded for them, none of it left out.
+    assert metric(metrics, 'mediaflow_live_watched{flow="demo",node="cam"}') == 1
+    assert metric(metrics, 'mediaflow_live_sound_encoded_frames_total{flow="demo",node="mic"}') > 0
+    assert metric(metrics, 'mediaflow_live_sound_dropped_chunks_total{flow="demo",node="mic"}') == 0
     while max(clips) < first_with_viewers + 2:  # the clips recorded while they watched
         found, losses = await clips_and_losses(demo.url)
         clips |= found

@@ -207,5 +207,13 @@ class LiveHub:
         with self._lock:
             return sorted(self._feeds)
 
+    def feeds(self) -> dict[tuple[str, str], LiveFeed]:
+        with self._lock:
+            return dict(self._feeds)
+
+    def sounds(self) -> dict[tuple[str, str], LiveSound]:
+        with self._lock:
+            return dict(self._sounds)
+
 
 HUB = LiveHub()

@@ -19,8 +19,10 @@ read lock like every other route. Answers are never cached: they change every pa
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from aiohttp import web
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from mediaflow.live.hub import HUB, LiveFeed
 from mediaflow.live.playlist import media_playlist, window
@@ -83,6 +85,35 @@ async def part(request: web.Request) -> web.Response:
     if found is None:
         return error(404, f"part {raw} is not in the live window")
     return web.Response(body=found.data, content_type="video/iso.segment", headers=NO_STORE)
+
+
+def live_metrics() -> Iterator[Metric]:
+    """What ``/metrics`` says of this process's live feeds and their sound."""
+    watched = GaugeMetricFamily(
+        "mediaflow_live_watched",
+        "1 while a player reads the camera's live stream (its sound is encoded)",
+        labels=["flow", "node"],
+    )
+    frames = CounterMetricFamily(
+        "mediaflow_live_frames", "Encoded frames the live feed took", labels=["flow", "node"]
+    )
+    for (flow, node), feed in sorted(HUB.feeds().items()):
+        watched.add_metric([flow, node], int(feed.watched))
+        frames.add_metric([flow, node], feed.frames)
+    encoded = CounterMetricFamily(
+        "mediaflow_live_sound_encoded_frames",
+        "AAC frames encoded for live streams (silence costs none)",
+        labels=["flow", "node"],
+    )
+    dropped = CounterMetricFamily(
+        "mediaflow_live_sound_dropped_chunks",
+        "Microphone chunks left out of live streams: the encoder fell behind",
+        labels=["flow", "node"],
+    )
+    for (flow, node), sound in sorted(HUB.sounds().items()):
+        encoded.add_metric([flow, node], sound.encoded)
+        dropped.add_metric([flow, node], sound.dropped)
+    yield from (watched, frames, encoded, dropped)
 
 
 def add_routes(app: web.Application) -> None:

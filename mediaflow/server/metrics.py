@@ -40,6 +40,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from mediaflow.queue import QueueError, QueueStats, StreamBacklog, StreamKey
+from mediaflow.server.live import live_metrics
 from mediaflow.server.state import AppState
 from mediaflow.store.metadata import GcCounters, StoreTotals
 
@@ -168,6 +169,7 @@ class Metrics(Collector):
         yield from self._engine_metrics()
         yield from self._store_metrics()
         yield from self._server_metrics()
+        yield from live_metrics()
 
     def _queue_metrics(self) -> Iterator[Metric]:
         snap = self.snapshot
