@@ -10,7 +10,8 @@ Every source yields :class:`~devices.audio_chunks.AudioChunk` records of exactly
 capture through a sounddevice callback into a bounded ring (see
 :mod:`devices.audio_device`) and drop the oldest chunk when the consumer is slow;
 files and lavfi decode on a thread, block instead (lossless) and are paced to real time
-unless ``realtime=False``. The last chunk of a file is padded with silence to full
+unless ``realtime=False``, each chunk released when its last sample is due, as a device
+would deliver it. The last chunk of a file is padded with silence to full
 length. A device that stops delivering raises :class:`~devices.errors.DeviceLost`; a
 file that is done raises :class:`~devices.errors.EndOfStream`.
 """
@@ -254,7 +255,12 @@ class DecodedAudioSource:
         for pcm in blocks:
             pts = (self._start_frame + self.produced * self._chunker.frames) / self._rate
             if pacer is not None:
-                pacer.wait_until(pts)
+                # Released once its last sample is due, as a device delivers a chunk (the
+                # microphone dates a chunk's start a chunk's length before it arrives):
+                # released at its start, sound stood that much ahead of the picture.
+                if self.produced == 0:
+                    pacer.wait_until(pts)  # the clock starts at the first sample
+                pacer.wait_until(pts + pcm.shape[0] / self._rate)
             bridge.put(AudioChunk(pcm, self._rate, self._channels, pts, self.produced, 0))
             self.produced += 1
 

@@ -356,3 +356,19 @@ async def test_espeak_speech_file_decodes_to_whole_chunks(tmp_path: Path) -> Non
     # Every sample, rounded up to a whole chunk (resamplers may differ by a sample).
     assert abs(len(chunks) - -(-expected_frames // 320)) <= 1
     assert rms(np.concatenate([c.pcm for c in chunks])) > 500
+
+
+async def test_a_paced_chunk_arrives_once_its_last_sample_is_due(tmp_path: Path) -> None:
+    # As from a device: the connector dates a chunk's start a chunk's length before it
+    # arrives, so a paced file must not hand it over earlier (its sound would lead).
+    wav = write_tone(tmp_path / "tone.wav", seconds=1.0)
+    source = open_microphone(f"file:{wav}", rate=RATE, chunk_ms=200)
+    started = time.monotonic()
+    arrived: list[float] = []
+    async with source:
+        async for chunk in source:
+            arrived.append(time.monotonic() - started)
+            assert chunk.pts == pytest.approx(0.2 * len(arrived) - 0.2)
+    assert len(arrived) == 5
+    # Sleeping never ends early: each is at least its end's time after the start.
+    assert all(at >= 0.2 * (index + 1) - 0.01 for index, at in enumerate(arrived)), arrived
