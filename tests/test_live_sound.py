@@ -361,3 +361,21 @@ def test_live_audio_needs_h264() -> None:
     CameraConnector(device=device, codec="h264", live_audio="mic")
     with pytest.raises(ValueError, match=r"^live_audio needs codec = 'h264'.*'vp8'"):
         CameraConnector(device=device, codec="vp8", live_audio="mic")
+
+
+async def test_an_encoder_error_leaves_the_sound_silent_not_stopped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sound = LiveSound("desk/mic")
+    sink = Recorder(watched=True)
+    sound.subscribe(sink)
+    stereo = np.zeros((1600, 2), dtype=np.int16)  # said to be mono: the encoder refuses it
+    for index in range(10):
+        sound.take(stereo, RATE, 1, T0 + index * 0.1)
+    await wait_until(lambda: len(sink.frames) >= 14)
+    await sound.close()
+    assert sound.encoding_failed and sound.encoded == 0
+    assert {frame.data for frame in sink.frames} == {silent_stream(RATE, 1)[1]}
+    assert [r.message for r in caplog.records if r.levelname == "ERROR"] == [
+        "live sound of desk/mic: encoding failed, silence from now"
+    ]

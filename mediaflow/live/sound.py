@@ -52,6 +52,7 @@ class LiveSound:
         self.dropped = 0  # chunks left out of the live sound
         self.encoded = 0  # frames encoded (not silent)
         self.error: str | None = None  # why this sound cannot be live (rate, channels)
+        self.encoding_failed = False  # then it goes on silent
         self._sound: tuple[int, int] | None = None
         self._silence = b""
         self._clock: SampleClock | None = None
@@ -105,7 +106,16 @@ class LiveSound:
             self._wake.clear()
             while self._queue:
                 pcm, first = self._queue.popleft()
-                for sample, data in await self._slots(pcm, first):
+                try:
+                    slots = await self._slots(pcm, first)
+                except Exception:  # an encoder error must not end the live sound
+                    log.exception("live sound of %s: encoding failed, silence from now", self.name)
+                    self.encoding_failed = True
+                    boundary = first - first % AAC_FRAME_SAMPLES
+                    self._restart_at(first, silent_from=min(self._next_out, boundary))
+                    self._expected = first + int(pcm.shape[0])
+                    slots = self._silent_slots(pcm)
+                for sample, data in slots:
                     self._hand_out(sample, data)
 
     async def close(self) -> None:
@@ -135,7 +145,7 @@ class LiveSound:
         if first != self._expected:
             self._restart_at(first)  # chunks were left out: a hole in the sound
         self._expected = first + int(pcm.shape[0])
-        if not any(sink.watched for sink in self.sinks):
+        if self.encoding_failed or not any(sink.watched for sink in self.sinks):
             if self._encoder is not None:
                 # What the encoder still holds is not handed out: those slots go silent,
                 # so the track stays continuous (no hole from the encoder's lag).
@@ -160,6 +170,8 @@ class LiveSound:
         return await asyncio.get_running_loop().run_in_executor(self._thread, work)
 
     def _silent_slots(self, pcm: Pcm) -> list[tuple[int, bytes]]:
+        if pcm.ndim != 2 or pcm.shape[1] != self._held.shape[1]:
+            pcm = np.zeros((len(pcm), self._held.shape[1]), np.int16)  # only its length counts
         held = np.concatenate([self._held, pcm])
         whole = held.shape[0] // AAC_FRAME_SAMPLES
         slots = [(self._held_start + i * AAC_FRAME_SAMPLES, self._silence) for i in range(whole)]
