@@ -92,6 +92,11 @@ class RunResult:
     idle_after: Usage | None = None  # no viewer again, after the viewers and the wall
     one: ViewerWindow | None = None
     many: ViewerWindow | None = None
+    # The busy window once more, then no viewer once more: the CPU the viewers add is a
+    # few percent, no more than the flow's own drift over a minute, so it is judged on
+    # windows that alternate.
+    many_again: ViewerWindow | None = None
+    idle_last: Usage | None = None
     browser: BrowserResult | None = None
     sync: SyncResult | None = None
     clip_offsets: list[float] | None = None  # a file's own sound against its picture
@@ -200,7 +205,7 @@ def run_once(
     recording = workdir / "viewer.mp4"
     flow_file = write_flow(workdir / "flow", flow)
     found: dict[str, list[float]] = {CAMERA: [], MICROPHONE: []}
-    limit = config.warmup_s + 6 * (config.seconds + config.settle_s) + WATCH_S + 240
+    limit = config.warmup_s + 8 * (config.seconds + config.settle_s) + 2 * WATCH_S + 240
     with FlowProcess(flow_file, workdir / "data", NO_SWEEP, limit_s=limit) as proc:
         try:
             url = proc.wait_serving(timeout_s=90)
@@ -223,6 +228,10 @@ def run_once(
                 )
                 time.sleep(WATCH_S + 1.0)
                 result.idle_after = measure(proc.pid, config.seconds)
+                say(f"   {config.viewers} HLS viewers again, then no viewer again")
+                result.many_again = viewers_window(proc.pid, base, config.viewers, config, None)
+                time.sleep(WATCH_S + 1.0)
+                result.idle_last = measure(proc.pid, config.seconds)
         except (OSError, RuntimeError, ValueError) as exc:
             result.errors.append(f"{type(exc).__name__}: {exc}")
         result.exit_code = proc.stop()

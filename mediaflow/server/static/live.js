@@ -18,9 +18,15 @@
   const RETRY_MS = 1000;
   const LATENCY_SAMPLES = 3000; // per-frame latencies kept for a benchmark to read
   const PACE_WINDOW_S = 1.5; // the trough of what is buffered ahead, over this long
-  const CATCH_UP_ABOVE_S = 0.25; // a trough above this: play at CATCH_UP_RATE
-  const STEADY_BELOW_S = 0.12; // until it is below this
+  // A trough above CATCH_UP_ABOVE_S: play at CATCH_UP_RATE (FAR_RATE above FAR_ABOVE_S,
+  // after a stall) until it is below STEADY_BELOW_S. Not lower: each part's sound ends a
+  // little before its picture, and a Chromium whose sound runs dry stalls for most of a
+  // second before it plays again.
+  const CATCH_UP_ABOVE_S = 0.4;
+  const STEADY_BELOW_S = 0.25;
   const CATCH_UP_RATE = 1.1;
+  const FAR_ABOVE_S = 0.8;
+  const FAR_RATE = 1.25;
 
   function parsePlaylist(text) {
     const parts = [];
@@ -196,7 +202,10 @@
       while (this.aheads.length && this.aheads[0].at < now - PACE_WINDOW_S) this.aheads.shift();
       if (this.aheads.length < 5) return;
       const trough = Math.min(...this.aheads.map((a) => a.ahead));
-      const rate = trough > CATCH_UP_ABOVE_S ? CATCH_UP_RATE : trough < STEADY_BELOW_S ? 1 : this.video.playbackRate;
+      let rate = this.video.playbackRate;
+      if (trough > FAR_ABOVE_S) rate = FAR_RATE;
+      else if (trough > CATCH_UP_ABOVE_S || (rate > 1 && trough >= STEADY_BELOW_S)) rate = CATCH_UP_RATE;
+      else rate = 1;
       if (rate !== this.video.playbackRate) this.video.playbackRate = rate;
     }
 
