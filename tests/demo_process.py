@@ -8,10 +8,12 @@ import asyncio
 import re
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 
@@ -59,3 +61,19 @@ async def demo_fixture(tmp_path: Path) -> AsyncIterator[Demo]:
         if reader is not None:
             await reader
     assert code == 0, b"".join(log[-40:]).decode(errors="replace")
+
+
+LIVE = "/live/demo/cam"  # the demo camera's live stream
+
+
+async def wait_for_playlist(session: aiohttp.ClientSession, url: str) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        async with session.get(url + LIVE + ".m3u8") as resp:
+            if resp.status == 200:
+                assert resp.content_type == "application/vnd.apple.mpegurl"
+                assert resp.headers["Cache-Control"] == "no-store"
+                return await resp.text()
+            assert resp.status == 503, await resp.text()  # not encoded yet
+        assert time.monotonic() < deadline, "no live playlist within 30 s"
+        await asyncio.sleep(0.5)

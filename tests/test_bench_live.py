@@ -12,7 +12,6 @@ benchmark's question, not the test's.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +48,7 @@ from bench._live_sync import (
 )
 from mediaflow.flows.load import load_flow
 from mediaflow.live import Sample, TrackRun, fragment
+from tests.live_helpers import tool
 
 MEDIAFLOW_PLAYLIST = """#EXTM3U
 #EXT-X-VERSION:7
@@ -288,13 +288,8 @@ def test_the_flows_load(tmp_path: Path) -> None:
     assert 'connector = "file"' in clip_flow_text(clip, LiveFlow())
 
 
-def ffmpeg_or_skip() -> None:
-    if shutil.which("ffmpeg") is None:
-        pytest.skip("ffmpeg is not installed (apt-get install ffmpeg)")
-
-
 def test_a_made_clip_decodes_with_flashes_and_beeps_together(tmp_path: Path) -> None:
-    ffmpeg_or_skip()
+    tool("ffmpeg")
     clip = make_clip(tmp_path / "clip.mkv", LiveFlow(), 3.5)
     decoded = decode(clip)
     found = video_onsets(decoded.video_times, decoded.video_levels)
@@ -305,7 +300,7 @@ def test_a_made_clip_decodes_with_flashes_and_beeps_together(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_one_short_run_measures_every_section(tmp_path: Path) -> None:
-    ffmpeg_or_skip()
+    tool("ffmpeg")
     flow = LiveFlow()
     browser = unavailable() is None
     config = RunConfig(1.0, 2.0, 1.5, viewers=2, browser=browser, idle_after=False, clip_s=4.0)

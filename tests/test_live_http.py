@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,12 @@ import pytest
 from mediaflow.live.hub import HUB
 from mediaflow.live.parts import VideoFrame
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
-from tests.demo_process import demo_fixture, demo_url_fixture  # noqa: F401 - fixtures
+from tests.demo_process import (  # noqa: F401 - fixtures
+    LIVE,
+    demo_fixture,
+    demo_url_fixture,
+    wait_for_playlist,
+)
 from tests.http_support import serve, wait_until
 from tests.links_support import BEARER, LOCKED, as_link, call, create, hold, save
 from tests.live_helpers import FPS, EncodedVideo, encode_video
@@ -29,21 +33,7 @@ from tests.live_helpers import FPS, EncodedVideo, encode_video
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-LIVE = "/live/demo/cam"
 WATCH_S = 4.0
-
-
-async def wait_for_playlist(session: aiohttp.ClientSession, url: str) -> str:
-    deadline = time.monotonic() + 30
-    while True:
-        async with session.get(url + LIVE + ".m3u8") as resp:
-            if resp.status == 200:
-                assert resp.content_type == "application/vnd.apple.mpegurl"
-                assert resp.headers["Cache-Control"] == "no-store"
-                return await resp.text()
-            assert resp.status == 503, await resp.text()  # not encoded yet
-        assert time.monotonic() < deadline, "no live playlist within 30 s"
-        await asyncio.sleep(0.5)
 
 
 async def test_ffmpeg_watches_the_demo_camera_live(demo_url: str, tmp_path: Path) -> None:

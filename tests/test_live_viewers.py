@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
-from tests.demo_process import Demo, demo_fixture  # noqa: F401 - a fixture
-from tests.test_live_http import LIVE, wait_for_playlist
+from tests.demo_process import LIVE, Demo, demo_fixture, wait_for_playlist  # noqa: F401
 
 if TYPE_CHECKING:
     from playwright.async_api import Page, Route
