@@ -5,9 +5,13 @@ the first quarter unless told: decoders loaded, caches and SQLite pages filled, 
 first clips and sweeps): nothing there is judged except as the reference for
 descriptors and threads. On the rest:
 
-* **a trend**: the least-squares slope of the series, times the run's length,
-  is the growth the run would show if it went on like its last three quarters;
-  it must stay under the bound;
+* **a trend**: the series' slope, times the run's length, is the growth the run
+  would show if it went on like its last three quarters; it must stay under the
+  bound. The slope is the median of the slopes between every pair of samples
+  (Theil-Sen): a steady growth moves it fully, a few spikes hardly at all. A least-
+  squares line was thrown by transients: two x264 encoders changing segments
+  together (+4 threads each) sampled late in a CI run made a flat thread count
+  "trend" by 8.2;
 * **a step**: the last quarter's median minus the second quarter's must stay
   under the same bound (a slope can hide a late step; a median ignores spikes);
 * descriptors and threads: the highest count after the warm-up may exceed the
@@ -22,6 +26,7 @@ descriptors and threads. On the rest:
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,15 +70,14 @@ class Check:
 
 
 def slope(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of ``(x, y)`` points (0 for fewer than two distinct x)."""
-    if len(points) < 2:
-        return 0.0
-    mean_x = statistics.fmean(x for x, _ in points)
-    mean_y = statistics.fmean(y for _, y in points)
-    sxx = sum((x - mean_x) ** 2 for x, _ in points)
-    if sxx == 0:
-        return 0.0
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
+    """Theil-Sen slope of ``(x, y)`` points: the median of the slopes between every
+    pair with distinct x (0 if there is none)."""
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for (x1, y1), (x2, y2) in itertools.combinations(points, 2)
+        if x2 != x1
+    ]
+    return statistics.median(slopes) if slopes else 0.0
 
 
 def quarter(samples: Sequence[Sample], index: int) -> list[Sample]:

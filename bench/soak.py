@@ -21,8 +21,9 @@ Every ``--every`` seconds the process is sampled from outside
 (:mod:`bench._soak_sample`): RSS, open descriptors, threads, CPU time, the data
 directory's bytes (artifact files; the rest: databases and WALs) and one scrape of
 ``/metrics`` (backlog, items acked, transcripts, evictions). The verdict
-(:mod:`bench._soak_judge`) fits a least-squares line to each series after the
-warm-up (the first quarter) and compares the growth it predicts over the run with
+(:mod:`bench._soak_judge`) fits a line to each series after the warm-up (the
+first quarter; the line's slope is the median of pairwise slopes, so a transient
+spike does not read as growth) and compares the growth it predicts over the run with
 a bound, and compares the last quarter's median with the second's. Bounds: RSS
 ``--rss-bound`` (16 MiB); descriptors and threads at most 6 above the warm-up's
 highest; the artifact files at most the cap plus ``--cap-margin``, and evictions

@@ -14,7 +14,7 @@ looping speech (7.35 s) has gone round a few times, ~40 s or more on a loaded CI
 machine, too long for a minute's run to judge (the ten-minute bench samples them
 too). After it:
 
-* RSS: the least-squares line's rise over the 60 s, and the last quarter's median
+* RSS: the fitted line's rise over the 60 s, and the last quarter's median
   over the second's, under 16 MiB. Quiet runs show 5-9 MiB (the speech nodes and
   caches still creep up after the warm-up). Keeping every decoded video frame
   (2 x 15/s x 340 KB) would add ~600 MiB, every segment's encoder or every clip's
@@ -45,13 +45,14 @@ import asyncio
 import gc
 import time
 import weakref
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench._flow_process import GcEnv
 from bench._soak_flow import SoakFlow
-from bench._soak_judge import MIB, Bounds, judge, passed, table
+from bench._soak_judge import MIB, Bounds, judge, passed, slope, table
 from bench._soak_run import run_soak
 from bench._soak_sample import Sample
 from devices.audio_chunks import pcm_wav
@@ -213,3 +214,26 @@ def test_the_bounds_catch_a_leak(leak: dict[str, float], caught_by: set[str]) ->
     failed = [check.name for check in judge(quiet_run(**leak), BOUNDS) if not check.ok]
     assert all(any(name.startswith(prefix) for name in failed) for prefix in caught_by), failed
     assert bool(failed) == bool(caught_by), failed
+
+
+def test_transient_spikes_late_in_the_run_are_not_a_trend() -> None:
+    """The thread counts of a CI run, every 2 s: flat at 79 after the warm-up, with
+    the encoders of both cameras changing segments together in some late samples. A
+    least-squares line called that a trend of 8.2 threads; the pairwise-median slope
+    calls it 0."""
+    threads = [58, 62, 63, 63, 83, 79, 83, 79, 79, 79, 79, 79, 79, 79, 79, 79]
+    threads += [79, 79, 79, 79, 79, 79, 81, 79, 83, 79, 83, 79, 87, 79, 83]
+    samples = [replace(s, threads=n) for s, n in zip(quiet_run(), threads, strict=True)]
+    failed = [check.name for check in judge(samples, BOUNDS) if not check.ok]
+    assert failed == []
+    # the same spikes on a count that climbs one every 5 s are still caught
+    climbing = [replace(s, threads=s.threads + int(s.t / 5)) for s in samples]
+    failed = [check.name for check in judge(climbing, BOUNDS) if not check.ok]
+    assert "threads trend over the run" in failed, failed
+
+
+def test_the_slope_is_the_median_of_pairwise_slopes() -> None:
+    assert slope([(0, 0), (1, 1), (2, 2), (3, 3), (4, 40)]) == 1.0
+    assert slope([(0, 5), (1, 5)]) == 0.0
+    assert slope([(1, 5), (1, 9)]) == 0.0
+    assert slope([]) == 0.0
