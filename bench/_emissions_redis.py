@@ -25,8 +25,10 @@ import platform
 import time
 from typing import Any
 
-from bench import emissions
 from bench._common import Json, best_and_median, fmt_ms, fmt_rate, loop_name, verdict
+from bench._emissions_child import child_throughput
+from bench._emissions_render import fmt_s, render_profile, table
+from bench._emissions_report import Report, anomalies, delivery_checks, run_measure
 from bench._redis_tools import (
     RedisTarget,
     ScriptLog,
@@ -84,7 +86,7 @@ def child_scripts(n: int, timeout_s: float, queue_url: str) -> Json:
     AsyncScript.__call__ = timed_script  # type: ignore[method-assign]
     Redis.execute_command = timed_execute  # type: ignore[method-assign]
     cpu = time.process_time()
-    result = emissions.child_throughput(n, timeout_s, queue_url)
+    result = child_throughput(n, timeout_s, queue_url)
     result["cpu_s"] = time.process_time() - cpu
     result["client_waits"] = {k: {"calls": int(c), "wait_s": s} for k, (c, s) in waits.items()}
     return result
@@ -94,7 +96,7 @@ def child_scripts(n: int, timeout_s: float, queue_url: str) -> Json:
 
 
 def measure_on(
-    report: emissions.Report,
+    report: Report,
     target: RedisTarget,
     key: str,
     name: str,
@@ -110,9 +112,9 @@ def measure_on(
     log = ScriptLog(target)
     if script_log:
         with log.recording():
-            run = emissions.run_measure(report, key, name, {**args, "queue_url": url}, budget_s)
+            run = run_measure(report, key, name, {**args, "queue_url": url}, budget_s)
     else:
-        run = emissions.run_measure(report, key, name, {**args, "queue_url": url}, budget_s)
+        run = run_measure(report, key, name, {**args, "queue_url": url}, budget_s)
     delta = commandstats_delta(before, commandstats(target))
     forget_prefix(target, prefix)
     if run.result is not None:
@@ -124,13 +126,13 @@ def measure_on(
         }
 
 
-def collect(args: argparse.Namespace, target: RedisTarget) -> emissions.Report:
-    report = emissions.Report(meta=meta(args, target))
+def collect(args: argparse.Namespace, target: RedisTarget) -> Report:
+    report = Report(meta=meta(args, target))
     skip = set(args.skip)
     mf_args = {"n": args.n, "timeout_s": args.timeout}
     for _rep in range(args.reps):
         measure_on(report, target, "throughput", "throughput", mf_args, args.timeout)
-        emissions.run_measure(
+        run_measure(
             report,
             "redis_raw",
             "redis_raw",
@@ -193,7 +195,7 @@ def server_per_item(run: Json) -> Json | None:
     return {"evalsha_calls": calls, "script_us": usec / run["n"]}
 
 
-def summarise(report: emissions.Report) -> Json:
+def summarise(report: Report) -> Json:
     out: Json = {"meta": report.meta, "notes": list(report.notes)}
     mf_done = report.complete("throughput")
     out["mediaflow"] = {
@@ -229,13 +231,13 @@ def summarise(report: emissions.Report) -> Json:
             "ok": None if value is None else value >= TARGET_VS_RAW,
         }
     ]
-    checks = emissions.delivery_checks(report, {"backlog": None})
+    checks = delivery_checks(report, {"backlog": None})
     for index, r in enumerate(raw_done, 1):
         for run in r.get("runs", []):
             if run["acked"] != run["n"] or run["out_of_order"] or run["duplicates"]:
                 checks.append(f"raw redis-py run {index}: {run}")
     out["checks"] = checks
-    out["anomalies"] = emissions.anomalies(report)
+    out["anomalies"] = anomalies(report)
     return out
 
 
@@ -278,7 +280,7 @@ def render(s: Json) -> str:
             (
                 "   run",
                 f"{fmt_rate(r['rate'])}/s  (source done {r['source_s']:.2f} s, "
-                f"all consumed {emissions.fmt_s(r.get('all_consumed_s'))}, "
+                f"all consumed {fmt_s(r.get('all_consumed_s'))}, "
                 f"idle {r['idle_s']:.2f} s)",
                 server_note,
             )
@@ -296,11 +298,11 @@ def render(s: Json) -> str:
             )
         )
     rows.extend(latency_rows(s["latency"]))
-    lines.extend(emissions.table(rows))
+    lines.extend(table(rows))
     lines.append("")
     lines.append("targets")
     lines.extend(
-        emissions.table(
+        table(
             [
                 (
                     f"   {t['name']}",
@@ -327,7 +329,7 @@ def render(s: Json) -> str:
         lines.extend(script_rows(s["scripts"]))
     if s["profile"]:
         lines.append("")
-        lines.extend(emissions.render_profile(s["profile"]))
+        lines.extend(render_profile(s["profile"]))
     return "\n".join(lines)
 
 
@@ -383,7 +385,7 @@ def script_rows(r: Json) -> list[str]:
                 f"{usec / calls:.0f}" if calls else "—",
             )
         )
-    lines.extend(emissions.table(rows))
+    lines.extend(table(rows))
     inner = (server.get("commands") or {}).items()
     top = sorted(((u, c, k) for k, (c, u) in inner if k not in BENCH_COMMANDS), reverse=True)[:8]
     lines.append(

@@ -40,7 +40,8 @@ from mediaflow.config import EngineSettings
 from mediaflow.flows.spec import NAME_RE
 from mediaflow.media import DIGEST_RE
 from mediaflow.server import AppState, ServerSettings, bound_port, create_app, start_server
-from mediaflow.server.openapi import UPLOAD_TYPES, document
+from mediaflow.server.openapi import document
+from mediaflow.server.openapi_parts import UPLOAD_TYPES
 from tests.engine_nodes import Counter
 from tests.http_support import HOST, digest_of, server_thread
 
