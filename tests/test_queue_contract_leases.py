@@ -5,7 +5,8 @@ share its ordered streams, one holder per stream at a time (``lease``).
 A lease is taken only when free or expired, renewed only by its holder while it
 lives, and dropped by ``release``, ``leave`` or ``release_consumer``. Taking a
 stream over from a holder that lost it hands that holder's pending items back,
-so the new holder claims them first, in order, as redeliveries.
+so the new holder claims them first, in order, as redeliveries; and nobody else
+claims on a stream while its lease lives, so nothing overtakes them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 
 from mediaflow.queue import StreamKey, WorkQueue
 from tests.conftest import QueueBackend
-from tests.queue_contract_helpers import A, B, C, fill, ns
+from tests.queue_contract_helpers import A, B, C, fill, new, ns
 
 TTL_MS = 300
 PAST_TTL_S = 0.35
@@ -136,3 +137,30 @@ async def test_taking_again_a_lease_that_lapsed_hands_back_the_takers_own_items(
     assert ns(claimed) == [0, 1, 2, 3, 4]
     assert [item.deliveries for item in claimed] == [2, 2, 2, 1, 1]
     assert ns(held) == [0, 1, 2]
+
+
+async def test_a_claim_on_a_stream_leased_to_another_takes_nothing(queue: WorkQueue) -> None:
+    """A chaos run with Redis killed: an old holder's claim, sent before the lease
+    moved and run after it (a call in doubt, sent again once Redis was back), took
+    the items handed back to the new holder, who read on past them: out of order."""
+    await fill(queue, A, 4)
+    await fill(queue, B, 2)
+    await queue.lease("f1", "w1", ttl_ms=TTL_MS, acquire=[A])
+    assert ns(await queue.claim("w1", {A: 2})) == [0, 1]
+    await asyncio.sleep(PAST_TTL_S)  # w1's lease lapses
+    await queue.lease("f1", "w2", ttl_ms=10_000, acquire=[A])
+    assert await queue.claim("w1", {A: 10}) == []  # w1's late claim: nothing
+    assert ns(await queue.claim("w1", {B: 10})) == [0, 1]  # a stream nobody leases
+    # nor at enqueue: the item waits for the holder, in line
+    [item] = await queue.enqueue([new(A, 4)], claim_for="w1")
+    assert item.deliveries == 0
+    claimed = await queue.claim("w2", {A: 10})
+    assert ns(claimed) == [0, 1, 2, 3, 4]
+    assert [i.deliveries for i in claimed] == [2, 2, 1, 1, 1]
+    # an expired lease, or one's own, stops nobody
+    await queue.lease("f1", "w2", ttl_ms=TTL_MS, hold=[A])
+    await fill(queue, A, 1, start=5)
+    assert ns(await queue.claim("w2", {A: 10})) == [5]
+    await asyncio.sleep(PAST_TTL_S)
+    await fill(queue, A, 1, start=6)
+    assert ns(await queue.claim("w1", {A: 10})) == [6]

@@ -337,7 +337,10 @@ class FlowSession:
             spec.name,
             plan.removed,
             paused=was_paused,
-            sweeper=f"{new_consumer_name()}:reload",
+            # Under the runner's own name: it may still hold the removed nodes' leases
+            # (they lapse unrenewed), and a claim on a stream leased to another takes
+            # nothing.
+            sweeper=runner.consumer,
         )
         if not self.worker:
             added = [spec.nodes[n] for n in plan.added if spec.nodes[n].is_source]

@@ -228,8 +228,9 @@ class WorkQueue(Protocol):
 
         With ``claim_for``, an item is claimed for that consumer in the same
         transaction (``deliveries`` 1 in the result; 0 means it was left
-        ready) unless its ``claim`` is False, its flow is parked, or older
-        items of its stream are ready (it must not overtake them). ``ack``
+        ready) unless its ``claim`` is False, its flow is parked, older items
+        of its stream are ready (it must not overtake them), or another consumer
+        holds a live lease on its stream. ``ack``
         acknowledges finished items in the same transaction (as :meth:`ack`
         would, without a second commit); ``latest`` records, in the same
         transaction, the newest value per ``(flow, node, port)`` (see
@@ -293,8 +294,11 @@ class WorkQueue(Protocol):
     ) -> list[WorkItem]:
         """Claim up to ``wants[stream]`` ready items from each stream, oldest first.
 
-        Skips parked flows (except for the steps an ``unpark`` allowed). With
-        ``block_ms`` > 0 waits up to that long for work when none is ready.
+        Skips parked flows (except for the steps an ``unpark`` allowed), and
+        streams another consumer holds a live :meth:`lease` on: a claim sent before
+        the lease moved must not read past what the new holder was handed back
+        (the same holds for claiming at enqueue). With ``block_ms`` > 0 waits up to
+        that long for work when none is ready.
         """
         ...
 

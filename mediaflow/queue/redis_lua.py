@@ -37,6 +37,19 @@ local function skey(name) return P .. ':s:' .. name end
 -- A stream's name is flow/node; a node id never holds a '/', a flow's name may.
 local function flow_of(name) return string.match(name, '^(.*)/[^/]*$') end
 local function is_pseudo(c) return c == '~ready' or c == '~delayed' end
+-- Whether another executor holds a live lease on the stream (P:lease:<flow>, node ->
+-- <expires_ms>|<holder>, by the server's clock). A claim sent before the lease moved
+-- and run after it (a call in doubt, sent again once Redis is back) takes nothing
+-- there: the new holder reads the stream in order, from what the lease handed back.
+local function leased_elsewhere(name, consumer)
+  local flow = flow_of(name)
+  local lease = redis.call('HGET', P .. ':lease:' .. flow, string.sub(name, #flow + 2))
+  if not lease then return false end
+  local expires, holder = string.match(lease, '^(%d+)|(.*)$')
+  if holder == consumer then return false end
+  local t = redis.call('TIME')
+  return tonumber(expires) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local function seq_of(id) return tonumber(string.match(id, '^(%d+)-')) end
 local function reading()
   return redis.call('ZCOUNT', P .. ':gc:readers', NOW, '+inf') > 0
@@ -154,6 +167,7 @@ for _ = 1, n do
   local key = ensure_stream(name)
   if claimable[name] == nil then
     claimable[name] = claim_for ~= '' and not parked(flow_of(name)) and not has_ready(key, name)
+      and not leased_elsewhere(name, claim_for)
     order[#order + 1] = name
   end
   local seq = redis.call('HINCRBY', P .. ':seq', name, 1)
@@ -202,7 +216,7 @@ local function emit(name, e, deliveries)
 end
 for i = 5, 4 + 2 * tonumber(ARGV[4]), 2 do
   local name, n = ARGV[i], tonumber(ARGV[i + 1])
-  if known(name) then
+  if known(name) and not leased_elsewhere(name, consumer) then
     local key = skey(name)
     local flow = flow_of(name)
     local steps = redis.call('HGET', P .. ':parked', flow)

@@ -211,6 +211,9 @@ DROP_LEASES_OF: Final = "DELETE FROM leases WHERE flow = ? AND holder = ?"
 DROP_ALL_LEASES_OF: Final = "DELETE FROM leases WHERE holder = ?"
 DROP_ALL_MEMBERSHIPS_OF: Final = "DELETE FROM members WHERE consumer = ?"
 LIVE_LEASES: Final = "SELECT node, holder FROM leases WHERE flow = ? AND expires_at > ?"
+LEASED_ELSEWHERE: Final = (
+    "SELECT 1 FROM leases WHERE flow = ? AND node = ? AND holder != ? AND expires_at > ?"
+)
 LIVE_MEMBERS: Final = (
     "SELECT consumer FROM members WHERE flow = ? AND expires_at > ? ORDER BY consumer"
 )

@@ -177,7 +177,7 @@ class Transactions:
         with self.db.write as cur:
             for item, payload in zip(items, payloads, strict=True):
                 entry = plan.get(item.stream) or self._plan_stream(
-                    item.stream, claim_for is not None, plan, fresh
+                    item.stream, claim_for, now, plan, fresh
                 )
                 key, lo, seq, claimable = entry
                 if seq > sql.MAX_SEQ:  # 22 years at 25,000 items/s; refuse, never wrap
@@ -221,7 +221,7 @@ class Transactions:
         with self.db.write as cur:
             for run, array, head, tail in runs:
                 entry = plan.get(run.stream) or self._plan_stream(
-                    run.stream, claim_for is not None, plan, fresh
+                    run.stream, claim_for, now, plan, fresh
                 )
                 key, lo, seq, claimable = entry
                 count = len(run.values)
@@ -258,11 +258,13 @@ class Transactions:
     def _plan_stream(
         self,
         stream: StreamKey,
-        claiming: bool,
+        claim_for: str | None,
+        now: float,
         plan: dict[StreamKey, list[Any]],
         fresh: list[tuple[StreamKey, int]],
     ) -> list[Any]:
         """Where ``stream``'s next items go: [key, first id, next seq, claim at once?]."""
+        claiming = claim_for is not None and not self._leased_elsewhere(stream, claim_for, now)
         sid = self._stream_ids.get(stream)
         if sid is None:
             sid = self._new_stream_id(stream)
@@ -273,6 +275,14 @@ class Transactions:
         key = self._stream_keys.get(sid) or StreamKey(stream.flow, stream.node)
         entry = plan[stream] = [key, lo, next_seq, claiming and not ready and not parked]
         return entry
+
+    def _leased_elsewhere(self, stream: StreamKey, consumer: str, now: float) -> bool:
+        """Whether another executor holds a live lease on ``stream``: nobody else may
+        claim there, or it would read past what the holder was handed back."""
+        found = self.db.cursor.execute(
+            sql.LEASED_ELSEWHERE, (stream.flow, stream.node, consumer, now)
+        ).fetchone()
+        return found is not None
 
     def claim(
         self, consumer: str, plan: Sequence[tuple[StreamKey, int]], now: float
@@ -289,7 +299,7 @@ class Transactions:
                     if n <= 0:
                         continue
                 sid = self._stream_id(stream)
-                if sid is None:
+                if sid is None or self._leased_elsewhere(stream, consumer, now):
                     continue
                 lo, hi = sql.span(sid)
                 rows: list[Row] = cur.execute(sql.CLAIM, (consumer, now, lo, hi, n)).fetchall()
