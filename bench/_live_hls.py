@@ -1,14 +1,15 @@
 """Reading a live HLS stream as a player does: playlists, blocking reloads, every part.
 
-:func:`parse_playlist` reads a media playlist (mediaflow's and ffmpeg's: a
-``#EXT-X-PROGRAM-DATE-TIME`` and an ``#EXTINF`` apply to the next URI, in either
-order). :func:`watch` is one viewer: it starts at the newest part that begins with a
-keyframe (as the wall does), fetches the init segment and then every part in order,
-asking for the next with ``?after=SEQ``; each reload that had to wait for its part
-gives the *listing lag*: when the answer came minus the capture time of the part's
-end (``PROGRAM-DATE-TIME + EXTINF``). A viewer may record what it read (the init
-segment, then each part, in one file, with each part's times in a JSON sidecar) for
-:mod:`bench._live_sync`.
+:func:`parse_playlist` reads a media playlist: mediaflow's parts
+(``#EXT-X-PART``, dated by their segment's ``#EXT-X-PROGRAM-DATE-TIME`` plus the
+parts before them), or ffmpeg's segments (a ``#EXT-X-PROGRAM-DATE-TIME`` and an
+``#EXTINF`` apply to the next URI, in either order). :func:`watch` is one viewer: it
+starts at the newest part that begins with a keyframe (as the wall does), fetches the
+init segment and then every part in order, asking for the next with ``?after=SEQ``;
+each reload that had to wait for its part gives the *listing lag*: when the answer
+came minus the capture time of the part's end (its capture time plus its duration).
+A viewer may record what it read (the init segment, then each part, in one file,
+with each part's times in a JSON sidecar) for :mod:`bench._live_sync`.
 
 Run as ``python -m bench._live_hls --url BASE --viewers N --seconds S [--record FILE]``
 (``BASE`` is ``http://host:port/live/{flow}/{node}``), it watches with N viewers at
@@ -33,7 +34,7 @@ import aiohttp
 
 from bench._common import emit_result
 
-INDEPENDENT = "#X-MEDIAFLOW-INDEPENDENT"
+PART_TAG = "#EXT-X-PART:"
 RETRY_S = 0.25
 START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 10.0
@@ -66,30 +67,61 @@ def parse_pdt(text: str) -> float:
     return datetime.fromisoformat(text.strip()).timestamp()
 
 
+def _sequence_number(uri: str) -> int | None:
+    numbers = re.findall(r"\d+", uri.rsplit("/", 1)[-1].split(".")[0])
+    return int(numbers[-1]) if numbers else None
+
+
 def parse_playlist(text: str) -> Playlist:
-    """The parts of a media playlist, in order. A part's sequence number is the last
-    run of digits in its URI's file name before the extension. Pure."""
+    """The parts of a media playlist, in order: its ``#EXT-X-PART`` lines if it has any,
+    else its segments. A part's sequence number is the last run of digits in its URI's
+    file name before the extension. Pure."""
+    if PART_TAG in text:
+        return _parse_parts(text)
     init: str | None = None
     pdt: float | None = None
     duration = 0.0
-    independent = False
     parts: list[ListedPart] = []
     for raw in text.splitlines():
         line = raw.strip()
-        if line == INDEPENDENT:
-            independent = True
-        elif line.startswith("#EXT-X-MAP:"):
-            found = re.search(r'URI="([^"]+)"', line)
-            init = found.group(1) if found else None
+        if line.startswith("#EXT-X-MAP:"):
+            init = _uri(line)
         elif line.startswith("#EXT-X-PROGRAM-DATE-TIME:"):
             pdt = parse_pdt(line.partition(":")[2])
         elif line.startswith("#EXTINF:"):
             duration = float(line.partition(":")[2].split(",")[0])
         elif line and not line.startswith("#"):
-            numbers = re.findall(r"\d+", line.rsplit("/", 1)[-1].split(".")[0])
-            if numbers:
-                parts.append(ListedPart(line, int(numbers[-1]), pdt, duration, independent))
-            pdt, duration, independent = None, 0.0, False
+            seq = _sequence_number(line)
+            if seq is not None:
+                parts.append(ListedPart(line, seq, pdt, duration, False))
+            pdt, duration = None, 0.0
+    return Playlist(init, parts)
+
+
+def _uri(line: str) -> str | None:
+    found = re.search(r'URI="([^"]+)"', line)
+    return found.group(1) if found else None
+
+
+def _parse_parts(text: str) -> Playlist:
+    init: str | None = None
+    pdt: float | None = None
+    parts: list[ListedPart] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("#EXT-X-MAP:"):
+            init = _uri(line)
+        elif line.startswith("#EXT-X-PROGRAM-DATE-TIME:"):
+            pdt = parse_pdt(line.partition(":")[2])
+        elif line.startswith(PART_TAG):
+            uri = _uri(line)
+            found = re.search(r"DURATION=([\d.]+)", line)
+            seq = None if uri is None else _sequence_number(uri)
+            if uri is None or seq is None or found is None:
+                continue
+            duration = float(found.group(1))
+            parts.append(ListedPart(uri, seq, pdt, duration, "INDEPENDENT=YES" in line))
+            pdt = None if pdt is None else pdt + duration
     return Playlist(init, parts)
 
 

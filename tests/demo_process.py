@@ -67,13 +67,18 @@ LIVE = "/live/demo/cam"  # the demo camera's live stream
 
 
 async def wait_for_playlist(session: aiohttp.ClientSession, url: str) -> str:
+    """The demo camera's live playlist once it lists a finished segment (a player of
+    segments, ffmpeg or VLC, has something to play)."""
     deadline = time.monotonic() + 30
     while True:
         async with session.get(url + LIVE + ".m3u8") as resp:
             if resp.status == 200:
                 assert resp.content_type == "application/vnd.apple.mpegurl"
                 assert resp.headers["Cache-Control"] == "no-store"
-                return await resp.text()
-            assert resp.status == 503, await resp.text()  # not encoded yet
-        assert time.monotonic() < deadline, "no live playlist within 30 s"
+                text = await resp.text()
+                if "\ncam/segment/" in text:
+                    return text
+            else:
+                assert resp.status == 503, await resp.text()  # not encoded yet
+        assert time.monotonic() < deadline, "no finished live segment within 30 s"
         await asyncio.sleep(0.5)

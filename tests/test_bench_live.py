@@ -51,21 +51,19 @@ from mediaflow.live import Sample, TrackRun, fragment
 from tests.live_helpers import tool
 
 MEDIAFLOW_PLAYLIST = """#EXTM3U
-#EXT-X-VERSION:7
-#EXT-X-TARGETDURATION:1
-#EXT-X-MEDIA-SEQUENCE:20
+#EXT-X-VERSION:9
+#EXT-X-TARGETDURATION:2
+#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.935
+#EXT-X-PART-INF:PART-TARGET=0.645
+#EXT-X-MEDIA-SEQUENCE:5
 #EXT-X-MAP:URI="cam/init.mp4"
-#X-MEDIAFLOW-INDEPENDENT
 #EXT-X-PROGRAM-DATE-TIME:2026-12-02T16:57:16.554Z
-#EXTINF:0.500,
-cam/20.m4s
-#EXT-X-PROGRAM-DATE-TIME:2026-12-02T16:57:17.054Z
-#EXTINF:0.645,
-cam/21.m4s
-#X-MEDIAFLOW-INDEPENDENT
+#EXT-X-PART:DURATION=0.50000,URI="cam/20.m4s",INDEPENDENT=YES
+#EXT-X-PART:DURATION=0.64500,URI="cam/21.m4s"
+#EXTINF:1.14500,
+cam/segment/5.m4s
 #EXT-X-PROGRAM-DATE-TIME:2026-12-02T16:57:17.699Z
-#EXTINF:0.500,
-cam/24.m4s
+#EXT-X-PART:DURATION=0.50000,URI="cam/24.m4s",INDEPENDENT=YES
 """
 FFMPEG_PLAYLIST = """#EXTM3U
 #EXT-X-VERSION:7
@@ -85,9 +83,11 @@ Sound = list[tuple[float, npt.NDArray[np.float32], int]]
 def test_mediaflow_s_playlist_gives_numbers_times_and_keyframe_parts() -> None:
     listed = parse_playlist(MEDIAFLOW_PLAYLIST)
     assert listed.init == "cam/init.mp4"
-    assert [p.seq for p in listed.parts] == [20, 21, 24]  # not the 4 of ".m4s"
+    # parts, not segments; not the 4 of ".m4s"
+    assert [p.seq for p in listed.parts] == [20, 21, 24]
     assert [p.independent for p in listed.parts] == [True, False, True]
     assert listed.parts[0].pdt == pytest.approx(T0)
+    assert listed.parts[1].pdt == pytest.approx(T0 + 0.5)  # its segment's, plus part 20
     assert listed.parts[1].end == pytest.approx(T0 + 0.5 + 0.645)
     assert newest_start(listed) == 24
 

@@ -36,6 +36,16 @@ if TYPE_CHECKING:
 WATCH_S = 4.0
 
 
+def parts_of(playlist: str, segment_uri: str) -> list[int]:
+    """The parts a playlist lists for a finished segment: the EXT-X-PART lines from its
+    EXT-X-PROGRAM-DATE-TIME to its URI."""
+    lines = playlist.splitlines()
+    end = lines.index(segment_uri)
+    start = max(i for i in range(end) if lines[i].startswith("#EXT-X-PROGRAM-DATE-TIME:"))
+    found = (re.search(r'URI="cam/(\d+)\.m4s"', line) for line in lines[start:end])
+    return [int(match.group(1)) for match in found if match]
+
+
 async def test_ffmpeg_watches_the_demo_camera_live(demo_url: str, tmp_path: Path) -> None:
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
@@ -43,16 +53,36 @@ async def test_ffmpeg_watches_the_demo_camera_live(demo_url: str, tmp_path: Path
     async with aiohttp.ClientSession() as session:
         text = await wait_for_playlist(session, demo_url)
         lines = text.splitlines()
-        assert lines[:2] == ["#EXTM3U", "#EXT-X-VERSION:7"]
+        assert lines[:2] == ["#EXTM3U", "#EXT-X-VERSION:9"]
         assert '#EXT-X-MAP:URI="cam/init.mp4"' in lines
         stamps = [line for line in lines if line.startswith("#EXT-X-PROGRAM-DATE-TIME:")]
-        parts = [line for line in lines if line.endswith(".m4s")]
-        assert stamps and len(stamps) == len(parts)
-        first = int(parts[0].removeprefix("cam/").removesuffix(".m4s"))
+        parts = [int(n) for n in re.findall(r'#EXT-X-PART:.*URI="cam/(\d+)\.m4s"', text)]
+        listed = [int(n) for n in re.findall(r"^cam/segment/(\d+)\.m4s$", text, re.MULTILINE)]
+        # finished segments, and the one in progress by its parts alone
+        assert listed and len(stamps) == len(listed) + 1, text
+        first = parts[0]
         # A blocking reload: held until a newer part exists, then it is listed.
-        newest = int(parts[-1].removeprefix("cam/").removesuffix(".m4s"))
+        newest = parts[-1]
         async with session.get(f"{demo_url}{LIVE}.m3u8?after={newest}") as resp:
             assert f"cam/{newest + 1}.m4s" in await resp.text()
+        # Low-latency HLS's: held until the next segment's first part exists.
+        wanted = listed[-1] + 2
+        async with session.get(f"{demo_url}{LIVE}.m3u8?_HLS_msn={wanted}&_HLS_part=0") as resp:
+            held = await resp.text()
+        assert "#EXT-X-MEDIA-SEQUENCE:" in held and f"cam/segment/{wanted - 1}.m4s" in held
+        # A finished segment is its parts back to back.
+        done = [int(n) for n in re.findall(r"^cam/segment/(\d+)\.m4s$", held, re.MULTILINE)]
+        async with session.get(f"{demo_url}{LIVE}/segment/{done[-1]}.m4s") as resp:
+            assert resp.status == 200 and resp.content_type == "video/iso.segment"
+            segment = await resp.read()
+        body = b""
+        for seq in parts_of(held, f"cam/segment/{done[-1]}.m4s"):
+            async with session.get(f"{demo_url}{LIVE}/{seq}.m4s") as resp:
+                body += await resp.read()
+        assert segment == body
+        for query in ("_HLS_part=0", f"_HLS_msn={wanted + 9}", "_HLS_msn=x", "after=-1"):
+            async with session.get(f"{demo_url}{LIVE}.m3u8?{query}") as resp:
+                assert resp.status == 400, query
         async with session.get(f"{demo_url}{LIVE}/999999.m4s") as resp:
             assert resp.status == 404
         async with session.get(f"{demo_url}{LIVE}/x.m4s") as resp:
@@ -167,13 +197,20 @@ async def test_long_groups_of_pictures_and_short_parts_still_list_a_place_to_sta
                 tap(video.extradata, VideoFrame(data, 1000.0 + index / FPS, index % (5 * FPS) == 0))
             await wait_until(lambda: (HUB.feed("desk", "cam") or HUB).frames == int(10.6 * FPS))
             status, body = await call(served, "GET", "/live/desk/cam.m3u8")
+            # segments 1 and 2 are finished and whole in the window; 3 is in progress
+            served_segments = [
+                (await call(served, "GET", f"/live/desk/cam/segment/{n}.m4s"))[0] for n in range(4)
+            ]
     finally:
         HUB.drop("desk", "cam")
     assert status == 200, body
-    lines = body.decode().splitlines()
-    durations = [float(line[8:].rstrip(",")) for line in lines if line.startswith("#EXTINF:")]
-    # The newest keyframe (10 s) leaves too little to buffer: it starts at the one before.
-    assert lines[5] == "#X-MEDIAFLOW-INDEPENDENT"
-    assert lines[6].startswith("#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:16:45.000")
+    assert served_segments == [404, 200, 200, 404]
+    text = body.decode()
+    durations = [float(d) for d in re.findall(r"#EXT-X-PART:DURATION=([\d.]+),", text)]
+    # The keyframe in progress (10 s) begins no finished segment: it starts at the one
+    # before (5 s), which it lists whole (a player of segments plays it).
+    assert re.findall(r"^cam/segment/(\d+)\.m4s$", text, re.MULTILINE) == ["2"]
+    assert "#EXT-X-TARGETDURATION:5\n" in text and "#EXT-X-MEDIA-SEQUENCE:2\n" in text
+    assert "#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:16:45.000Z\n#EXT-X-PART" in text
     assert all(0 < d <= 0.25 + 1 / FPS for d in durations), durations  # whole frames
-    assert sum(durations) >= 4.0 and lines.count("#X-MEDIAFLOW-INDEPENDENT") == 2
+    assert sum(durations) >= 4.0 and text.count("INDEPENDENT=YES") == 2

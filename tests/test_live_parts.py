@@ -20,7 +20,13 @@ import pytest
 from mediaflow.live import AudioTrack, VideoTrack, init_segment
 from mediaflow.live.fmp4 import AUDIO_TRACK_ID
 from mediaflow.live.parts import AudioFrame, LivePart, PartCutter, VideoFrame
-from mediaflow.live.playlist import media_playlist, window
+from mediaflow.live.playlist import (
+    media_playlist,
+    part_target,
+    program_date_time,
+    segments,
+    window,
+)
 from tests.live_helpers import (
     AAC_FRAME,
     AUDIO_RATE,
@@ -70,6 +76,8 @@ def test_parts_last_about_half_a_second_and_every_keyframe_starts_one(
     parts = cut(video)
     assert [p.seq for p in parts] == list(range(len(parts)))
     assert [p.independent for p in parts] == [True, False] * 3
+    # each group of pictures is a segment: its number, and the part's place in it
+    assert [(p.segment, p.index) for p in parts] == [(1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)]
     assert all(abs(p.duration_s - 0.5) < 2 * JITTER_S + 1e-6 for p in parts)
     assert parts[2].captured_at == pytest.approx(ORIGIN + 1.0, abs=JITTER_S)
     for before, after in itertools.pairwise(parts):
@@ -132,11 +140,48 @@ def test_frames_before_the_first_keyframe_or_out_of_time_are_dropped(
 def test_the_window_starts_where_a_player_can_decode(video: EncodedVideo) -> None:
     parts = cut(video)
     assert [p.independent for p in parts] == [True, False] * 3
-    assert [p.seq for p in window(parts, 2)] == [4, 5]
-    assert [p.seq for p in window(parts, 3)] == [2, 3, 4, 5]  # 3 is no place to start
+    # at a finished segment: parts 4 and 5 are the segment in progress
+    assert [p.seq for p in window(parts, 2)] == [2, 3, 4, 5]
     assert [p.seq for p in window(parts, 4)] == [2, 3, 4, 5]
+    assert [p.seq for p in window(parts, 5)] == [0, 1, 2, 3, 4, 5]  # 1 is no place to start
     assert [p.seq for p in window(parts, 99)] == [0, 1, 2, 3, 4, 5]  # all there is
+    assert [p.seq for p in window(parts[4:], 1)] == [4, 5]  # none finished yet
     assert window(parts[1:2], 1) == []
+
+
+def test_a_live_playlist_lists_finished_segments_and_every_part(video: EncodedVideo) -> None:
+    parts = cut(video)[:-1]  # segment 2 is in progress: its second part is not cut yet
+    target = part_target(max(p.duration_s for p in parts))
+    assert 0.5 <= target <= 0.5 + 2 * JITTER_S + 0.001
+    text = media_playlist(
+        parts,
+        init_uri="cam/init.mp4",
+        part_uri=lambda p: f"cam/{p.seq}.m4s",
+        segment_uri=lambda number: f"cam/segment/{number}.m4s",
+        part_target_s=target,
+        target_s=1.0,
+    )
+    lines = text.splitlines()
+    assert lines[3] == f"#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK={3 * target:.3f}"
+    assert lines[4] == f"#EXT-X-PART-INF:PART-TARGET={target:.3f}"
+    assert "#EXT-X-ENDLIST" not in lines
+    listed = [line for line in lines if not line.startswith("#")]
+    assert listed == ["cam/segment/1.m4s", "cam/segment/2.m4s"]  # not 3: in progress
+    tagged = [line for line in lines if line.startswith("#EXT-X-PART:")]
+    assert [line.split('URI="')[1].split('"')[0] for line in tagged] == [
+        f"cam/{seq}.m4s" for seq in range(5)
+    ]
+    assert [line.endswith(",INDEPENDENT=YES") for line in tagged] == [True, False] * 2 + [True]
+    # a segment's date and length are its first part's and its parts' together
+    first = lines.index("#EXT-X-PROGRAM-DATE-TIME:" + program_date_time(parts[2].captured_at))
+    assert lines[first + 1].startswith("#EXT-X-PART:DURATION=") and "cam/2.m4s" in lines[first + 1]
+    assert lines[first + 3] == f"#EXTINF:{parts[2].duration_s + parts[3].duration_s:.5f},"
+
+
+def test_a_part_target_holds_every_part() -> None:
+    assert part_target(0.5) == 0.5
+    assert part_target(0.5333333) == 0.534
+    assert part_target(0.5000001) == 0.501
 
 
 def test_ffmpeg_plays_the_playlist_from_its_first_part_to_its_end(
@@ -147,19 +192,29 @@ def test_ffmpeg_plays_the_playlist_from_its_first_part_to_its_end(
     (tmp_path / "init.mp4").write_bytes(
         init_segment(VideoTrack.from_annexb(video.extradata), AudioTrack(AUDIO_RATE, 1, asc))
     )
-    for part in parts:
-        (tmp_path / f"{part.seq}.m4s").write_bytes(part.data)
     shown = window(parts, 4)
+    (tmp_path / "segment").mkdir()
+    for group in segments(shown):
+        data = b"".join(part.data for part in group)
+        (tmp_path / "segment" / f"{group[0].segment}.m4s").write_bytes(data)
     text = media_playlist(
-        shown, init_uri="init.mp4", part_uri=lambda p: f"{p.seq}.m4s", part_s=0.5, ended=True
+        shown,
+        init_uri="init.mp4",
+        part_uri=lambda p: f"{p.seq}.m4s",
+        segment_uri=lambda number: f"segment/{number}.m4s",
+        part_target_s=0.51,
+        target_s=1.0,
+        ended=True,
     )
-    assert text.splitlines()[:5] == [
+    assert text.splitlines()[:6] == [
         "#EXTM3U",
-        "#EXT-X-VERSION:7",
+        "#EXT-X-VERSION:9",
         "#EXT-X-TARGETDURATION:1",
+        "#EXT-X-PART-INF:PART-TARGET=0.510",
         "#EXT-X-MEDIA-SEQUENCE:2",
         '#EXT-X-MAP:URI="init.mp4"',
     ]
+    assert text.count("#EXTINF:") == 2 and text.endswith("#EXT-X-ENDLIST\n")
     stamp = datetime.fromtimestamp(shown[0].captured_at, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     assert f"#EXT-X-PROGRAM-DATE-TIME:{stamp}." in text
     playlist = tmp_path / "live.m3u8"
@@ -169,7 +224,7 @@ def test_ffmpeg_plays_the_playlist_from_its_first_part_to_its_end(
     assert done.stderr == ""
     with av.open(str(out)) as container:
         frames = sum(1 for _ in container.demux(video=0) if _.size)
-    assert frames == len(video.packets) - 2 * GOP // 2  # parts 2..5: the last two seconds
+    assert frames == len(video.packets) - GOP  # segments 2 and 3: the last two seconds
 
 
 def test_sound_after_a_hole_starts_a_run_at_its_own_time(video: EncodedVideo) -> None:

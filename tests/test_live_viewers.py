@@ -11,19 +11,18 @@ import asyncio
 import random
 import re
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from bench._live_hls import parse_playlist
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.demo_process import LIVE, Demo, demo_fixture, wait_for_playlist  # noqa: F401
 
 if TYPE_CHECKING:
     from playwright.async_api import Page, Route
 
-PART = re.compile(r"#EXT-X-PROGRAM-DATE-TIME:(\S+)\n#EXTINF:[\d.]+,\ncam/(\d+)\.m4s")
 STALL_S = 10.0
 # Newest keyframe part to now: up to a 2 s GOP, a 0.5 s part, the encoder's 3 frames.
 LIVE_WITHIN_S = 3.5
@@ -31,12 +30,9 @@ LIVE_WITHIN_S = 3.5
 
 def listed(text: str) -> list[tuple[int, float, bool]]:
     """(seq, capture time, starts with a keyframe) of each part in a playlist."""
-    parts = []
-    for match in PART.finditer(text):
-        at = datetime.fromisoformat(match.group(1).replace("Z", "+00:00")).timestamp()
-        independent = text[: match.start()].endswith("#X-MEDIAFLOW-INDEPENDENT\n")
-        parts.append((int(match.group(2)), at, independent))
-    return parts
+    parts = parse_playlist(text).parts
+    assert all(part.pdt is not None for part in parts), text
+    return [(part.seq, part.pdt or 0.0, part.independent) for part in parts]
 
 
 async def test_a_reader_that_stops_for_ten_seconds_resumes_at_live(demo: Demo) -> None:

@@ -57,6 +57,7 @@ class LiveFeed:
         encoder's keyframes (the camera's ``segment_s``); ``sound``: the feed carries a
         microphone's sound (wait for its format)."""
         self.part_s = part_s
+        self.keyframe_s = keyframe_s
         self._loop = loop
         self._cutter = PartCutter(part_s)
         window_parts = math.ceil((2 * keyframe_s + 2.0) / part_s)
@@ -113,12 +114,25 @@ class LiveFeed:
                 return part
         return None
 
+    def segment(self, number: int) -> list[LivePart] | None:
+        """The parts of finished segment ``number`` (a newer segment has begun), if all
+        of them are still in the window."""
+        found = [part for part in self._parts if part.segment == number]
+        finished = bool(self._parts) and self._parts[-1].segment > number
+        if not found or not found[0].independent or not finished:
+            return None
+        return found
+
     async def wait_newer(self, seq: int, timeout_s: float) -> bool:
         """Wait until a part newer than ``seq`` exists; False if ``timeout_s`` passed."""
+        return await self.wait_until(lambda newest: newest.seq > seq, timeout_s)
+
+    async def wait_until(self, ready: Callable[[LivePart], bool], timeout_s: float) -> bool:
+        """Wait until the newest part is ``ready``; False if ``timeout_s`` passed."""
         async with self._changed:
             try:
                 await asyncio.wait_for(
-                    self._changed.wait_for(lambda: bool(self._parts) and self._parts[-1].seq > seq),
+                    self._changed.wait_for(lambda: bool(self._parts) and ready(self._parts[-1])),
                     timeout_s,
                 )
             except TimeoutError:

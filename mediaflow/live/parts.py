@@ -4,7 +4,10 @@ A *part* is one ``moof`` + ``mdat`` (:func:`mediaflow.live.fmp4.fragment`) of ab
 ``part_s`` of video (0.5 s by default) with the audio that plays over it: what an HLS
 playlist lists and what a Media Source Extensions player appends. A keyframe always
 starts a new part, so every group of pictures starts a part a player can join at
-(:attr:`LivePart.independent`); the others continue from the part before.
+(:attr:`LivePart.independent`); the others continue from the part before. A group of
+pictures is an HLS *segment*: its parts, back to back, numbered by
+:attr:`LivePart.segment` (the media sequence number) and :attr:`LivePart.index`
+within it.
 
 Times are seconds on the stream's clock: the camera's capture time, the same clock
 the microphone's chunks carry (``captured_at``), so sound and picture line up as
@@ -55,7 +58,9 @@ class AudioFrame:
 @dataclass(frozen=True)
 class LivePart:
     """A finished part. ``start_s`` is on the stream's clock; ``origin_s + start_s``
-    is the capture time of its first frame (HLS's ``EXT-X-PROGRAM-DATE-TIME``)."""
+    is the capture time of its first frame (HLS's ``EXT-X-PROGRAM-DATE-TIME``).
+    ``segment`` counts the keyframe parts before it (the segment it is part
+    ``index`` of)."""
 
     seq: int
     data: bytes
@@ -63,6 +68,8 @@ class LivePart:
     duration_s: float
     independent: bool
     origin_s: float
+    segment: int = 0
+    index: int = 0
 
     @property
     def captured_at(self) -> float:
@@ -80,6 +87,10 @@ class PartCutter:
     _frames: list[VideoFrame] = field(default_factory=list)
     _audio: list[AudioFrame] = field(default_factory=list)
     _seq: int = 0
+    # The segment of the newest part; the first is 1: hls.js (1.6) takes a newest
+    # finished segment numbered 0 for none, and reloads a whole target duration later.
+    _segment: int = 0
+    _index: int = 0  # the newest part's place in its segment
     _audio_next: int | None = None  # the decode time the next audio frame continues at
 
     def add_video(self, frame: VideoFrame) -> list[LivePart]:
@@ -133,13 +144,19 @@ class PartCutter:
         audio = self._audio_run(end_s)
         if audio is not None:
             runs.append(audio)
+        independent = frames[0].keyframe
+        self._segment, self._index = (
+            (self._segment + 1, 0) if independent else (self._segment, self._index + 1)
+        )
         part = LivePart(
             seq=self._seq,
             data=fragment(self._seq + 1, runs),
             start_s=frames[0].time_s - self.origin_s,
             duration_s=end_s - frames[0].time_s,
-            independent=frames[0].keyframe,
+            independent=independent,
             origin_s=self.origin_s,
+            segment=self._segment,
+            index=self._index,
         )
         self._seq += 1
         return part

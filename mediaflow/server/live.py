@@ -1,14 +1,18 @@
 """``/live/{flow}/{node}``: a camera of this process, live, for HLS players and the wall.
 
-- ``GET /live/{flow}/{node}.m3u8``: the HLS media playlist (version 7, fMP4) of the
-  feed's window (:mod:`mediaflow.live.playlist`), starting at a keyframe part, each
-  part with its capture time as ``EXT-X-PROGRAM-DATE-TIME``. ``?after=SEQ`` holds the
-  answer up to one part's length until a part newer than ``SEQ`` exists (a cheap
-  blocking reload: the player asks again as soon as there is something new).
+- ``GET /live/{flow}/{node}.m3u8``: the HLS media playlist of the feed's window
+  (:mod:`mediaflow.live.playlist`): groups of pictures as segments, their parts as
+  ``EXT-X-PART``, each segment with its capture time as ``EXT-X-PROGRAM-DATE-TIME``.
+  Blocking reloads hold the answer until what the player asks for exists:
+  ``?_HLS_msn=M[&_HLS_part=N]`` (low-latency HLS: segment ``M`` finished, or its part
+  ``N``; up to three target durations), ``?after=SEQ`` (the wall: a part newer than
+  ``SEQ``; up to two parts' length).
 - ``GET /live/{flow}/{node}/init.mp4``: the init segment (``ftyp`` + ``moov``).
 - ``GET /live/{flow}/{node}/{seq}.m4s``: one part (``moof`` + ``mdat``); 404 once it
   left the window (a player that fell that far behind reloads the playlist and
   starts again at its first part).
+- ``GET /live/{flow}/{node}/segment/{msn}.m4s``: one finished segment, its parts back
+  to back; 404 before it is finished and once a part of it left the window.
 
 The feeds live in :data:`mediaflow.live.hub.HUB`: a camera with H.264 segments in
 this process has one, with the sound of its ``live_audio`` node as a second track
@@ -19,13 +23,14 @@ read lock like every other route. Answers are never cached: they change every pa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from mediaflow.live.hub import HUB, LiveFeed
-from mediaflow.live.playlist import media_playlist, window
+from mediaflow.live.parts import LivePart
+from mediaflow.live.playlist import media_playlist, part_target, window
 from mediaflow.server.artifacts import error
 
 PLAYLIST_TYPE = "application/vnd.apple.mpegurl"
@@ -44,16 +49,47 @@ def _feed(request: web.Request) -> LiveFeed | web.Response:
     return feed
 
 
+def _reload_query(
+    request: web.Request,
+) -> tuple[int | None, int | None, int | None] | web.Response:
+    """``after``, ``_HLS_msn`` and ``_HLS_part`` as whole numbers (None where absent),
+    or the 400 that refuses them."""
+    numbers: list[int | None] = []
+    for name in ("after", "_HLS_msn", "_HLS_part"):
+        raw = request.query.get(name)
+        if raw is not None and (not raw.isdigit() or len(raw) > 18):
+            return error(400, f"{name} must be a whole number; got {raw!r}")
+        numbers.append(None if raw is None else int(raw))
+    after, msn, hls_part = numbers
+    if hls_part is not None and msn is None:
+        return error(400, "_HLS_part needs _HLS_msn")
+    return after, msn, hls_part
+
+
+def _reached(msn: int, part: int | None) -> Callable[[LivePart], bool]:
+    """Whether the newest part shows segment ``msn`` finished (or its part ``part``)."""
+    if part is None:
+        return lambda newest: newest.segment > msn
+    return lambda newest: (newest.segment, newest.index) >= (msn, part)
+
+
 async def playlist(request: web.Request) -> web.Response:
     feed = _feed(request)
     if isinstance(feed, web.Response):
         return feed
-    after = request.query.get("after")
+    asked = _reload_query(request)
+    if isinstance(asked, web.Response):
+        return asked
+    after, msn, hls_part = asked
+    if msn is not None:
+        newest = feed.parts[-1].segment if feed.parts else 0
+        if msn > newest + 2:  # RFC 8216bis 6.2.5.2: too far in the future
+            return error(400, f"_HLS_msn={msn} is more than two segments past {newest}")
+        await feed.wait_until(_reached(msn, hls_part), 3 * max(1.0, feed.keyframe_s))
     if after is not None:
-        if not after.isdigit():
-            return error(400, f"after must be a part number; got {after!r}")
-        await feed.wait_newer(int(after), feed.part_s * 2)
-    shown = window(feed.parts, math.ceil(LISTED_S / feed.part_s))
+        await feed.wait_newer(after, feed.part_s * 2)
+    parts = feed.parts
+    shown = window(parts, math.ceil(LISTED_S / feed.part_s))
     if not shown:
         return error(503, "no part a player can start at yet", {"Retry-After": "1"})
     node = request.match_info["node"]
@@ -61,7 +97,9 @@ async def playlist(request: web.Request) -> web.Response:
         shown,
         init_uri=f"{node}/init.mp4",
         part_uri=lambda part: f"{node}/{part.seq}.m4s",
-        part_s=feed.part_s,
+        segment_uri=lambda number: f"{node}/segment/{number}.m4s",
+        part_target_s=part_target(max(feed.part_s, *(p.duration_s for p in parts))),
+        target_s=feed.keyframe_s,
     )
     return web.Response(text=text, content_type=PLAYLIST_TYPE, headers=NO_STORE)
 
@@ -85,6 +123,20 @@ async def part(request: web.Request) -> web.Response:
     if found is None:
         return error(404, f"part {raw} is not in the live window")
     return web.Response(body=found.data, content_type="video/iso.segment", headers=NO_STORE)
+
+
+async def segment(request: web.Request) -> web.Response:
+    feed = _feed(request)
+    if isinstance(feed, web.Response):
+        return feed
+    raw = request.match_info["msn"]
+    if not raw.isdigit():
+        return error(400, f"a segment is named by its number; got {raw!r}")
+    found = feed.segment(int(raw))
+    if found is None:
+        return error(404, f"segment {raw} is not finished, or not all in the live window")
+    body = b"".join(part.data for part in found)
+    return web.Response(body=body, content_type="video/iso.segment", headers=NO_STORE)
 
 
 def live_metrics() -> Iterator[Metric]:
@@ -120,3 +172,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/live/{flow}/{node}.m3u8", playlist)
     app.router.add_get("/live/{flow}/{node}/init.mp4", init)
     app.router.add_get("/live/{flow}/{node}/{seq}.m4s", part)
+    app.router.add_get("/live/{flow}/{node}/segment/{msn}.m4s", segment)

@@ -288,16 +288,20 @@ def _api_ops() -> Schema:
 def _live_ops() -> Schema:
     node = param("path", "node", string(f"^{NAME_PATTERN}$"), example="cam")
     seq = param("path", "seq", string("^[0-9]+$"), "the part's number")
-    after = param("query", "after", string("^[0-9]+$"), "hold the answer for a newer part")
+    number = string("^[0-9]{1,18}$")
+    after = param("query", "after", number, "hold the answer for a newer part")
+    msn_query = param("query", "_HLS_msn", number, "hold the answer until this segment is finished")
+    part_query = param("query", "_HLS_part", number, "with _HLS_msn: until this part of it exists")
+    segment_number = param("path", "msn", string("^[0-9]+$"), "the segment's media sequence number")
     live = [FLOW, node]
     gone = errors(400, 401, 403, 404, 503)
     return {
         "/live/{flow}/{node}.m3u8": {
             "get": op(
-                "A camera's live HLS playlist (fMP4 parts, capture times)",
+                "A camera's live HLS playlist (segments and their parts, capture times)",
                 READ,
                 {"200": text("application/vnd.apple.mpegurl", "The playlist.")} | gone,
-                parameters=[*live, after],
+                parameters=[*live, after, msn_query, part_query],
             )
         },
         "/live/{flow}/{node}/init.mp4": {
@@ -315,6 +319,15 @@ def _live_ops() -> Schema:
                 {"200": {"description": "moof + mdat.", "content": {"video/iso.segment": BINARY}}}
                 | gone,
                 parameters=[*live, seq],
+            )
+        },
+        "/live/{flow}/{node}/segment/{msn}.m4s": {
+            "get": op(
+                "One finished live segment (a group of pictures), while it is in the window",
+                READ,
+                {"200": {"description": "Its parts.", "content": {"video/iso.segment": BINARY}}}
+                | gone,
+                parameters=[*live, segment_number],
             )
         },
     }

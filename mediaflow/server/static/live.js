@@ -1,11 +1,12 @@
 // A camera live in a <video>: the server's HLS window (/live/{flow}/{node}.m3u8) fed
-// to Media Source Extensions part by part. It starts at the newest part that begins
-// with a keyframe, asks for the next one with a blocking reload (?after=SEQ), and
-// keeps at most BUFFER_KEEP_S behind the playhead. Once the parts from that keyframe
-// are in, it seeks to the newest frame; a viewer more than maxBehind() behind it
-// (a stalled tab), or whose next part left the window, jumps to live again.
-// Latency is the moment a frame is shown minus its capture time: a part's
-// EXT-X-PROGRAM-DATE-TIME minus its own decode time (tfdt) is the stream's origin on
+// to Media Source Extensions part by part (its EXT-X-PART lines). It starts at the
+// newest part that begins with a keyframe, asks for the next one with a blocking
+// reload (?after=SEQ), and keeps at most BUFFER_KEEP_S behind the playhead. Once the
+// parts from that keyframe are in, it seeks to the newest frame; a viewer more than
+// maxBehind() behind it (a stalled tab), or whose next part left the window, jumps to
+// live again. Latency is the moment a frame is shown minus its capture time: a part's
+// capture time (its segment's EXT-X-PROGRAM-DATE-TIME plus the parts before it)
+// minus its own decode time (tfdt) is the stream's origin on
 // the capture clock, a frame's media time is seconds from that origin, and
 // requestVideoFrameCallback says when the compositor shows it (where a browser lacks
 // it, the playhead stands in). The sound plays muted until the viewer unmutes it.
@@ -28,21 +29,21 @@
   const FAR_ABOVE_S = 0.8;
   const FAR_RATE = 1.25;
 
+  // The parts (EXT-X-PART) of the playlist, each with the capture time of its first
+  // frame: its segment's EXT-X-PROGRAM-DATE-TIME plus the parts before it.
   function parsePlaylist(text) {
     const parts = [];
     let pdt = null;
-    let duration = 0;
     let init = null;
-    let independent = false;
     for (const line of text.split("\n")) {
-      if (line === "#X-MEDIAFLOW-INDEPENDENT") independent = true;
-      else if (line.startsWith("#EXT-X-MAP:")) init = /URI="([^"]+)"/.exec(line)[1];
+      if (line.startsWith("#EXT-X-MAP:")) init = /URI="([^"]+)"/.exec(line)[1];
       else if (line.startsWith("#EXT-X-PROGRAM-DATE-TIME:")) pdt = Date.parse(line.slice(25));
-      else if (line.startsWith("#EXTINF:")) duration = parseFloat(line.slice(8));
-      else if (line && !line.startsWith("#")) {
-        parts.push({ uri: line, seq: parseInt(/(\d+)\.m4s$/.exec(line)[1], 10), pdt, duration,
-          independent });
-        independent = false;
+      else if (line.startsWith("#EXT-X-PART:")) {
+        const uri = /URI="([^"]+)"/.exec(line)[1];
+        const duration = parseFloat(/DURATION=([\d.]+)/.exec(line)[1]);
+        parts.push({ uri, seq: parseInt(/(\d+)\.m4s$/.exec(uri)[1], 10), pdt, duration,
+          independent: line.includes("INDEPENDENT=YES") });
+        if (pdt !== null) pdt += duration * 1000;
       }
     }
     return { init, parts };
