@@ -76,8 +76,7 @@ def parse_playlist(text: str) -> Playlist:
     """The parts of a media playlist, in order: its ``#EXT-X-PART`` lines if it has any,
     else its segments. A part's sequence number is the last run of digits in its URI's
     file name before the extension. Pure."""
-    if PART_TAG in text:
-        return _parse_parts(text)
+    by_parts = PART_TAG in text
     init: str | None = None
     pdt: float | None = None
     duration = 0.0
@@ -88,6 +87,11 @@ def parse_playlist(text: str) -> Playlist:
             init = _uri(line)
         elif line.startswith("#EXT-X-PROGRAM-DATE-TIME:"):
             pdt = parse_pdt(line.partition(":")[2])
+        elif by_parts:
+            part = _listed_part(line, pdt)
+            if part is not None:
+                parts.append(part)
+                pdt = None if pdt is None else pdt + part.duration
         elif line.startswith("#EXTINF:"):
             duration = float(line.partition(":")[2].split(",")[0])
         elif line and not line.startswith("#"):
@@ -103,26 +107,16 @@ def _uri(line: str) -> str | None:
     return found.group(1) if found else None
 
 
-def _parse_parts(text: str) -> Playlist:
-    init: str | None = None
-    pdt: float | None = None
-    parts: list[ListedPart] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("#EXT-X-MAP:"):
-            init = _uri(line)
-        elif line.startswith("#EXT-X-PROGRAM-DATE-TIME:"):
-            pdt = parse_pdt(line.partition(":")[2])
-        elif line.startswith(PART_TAG):
-            uri = _uri(line)
-            found = re.search(r"DURATION=([\d.]+)", line)
-            seq = None if uri is None else _sequence_number(uri)
-            if uri is None or seq is None or found is None:
-                continue
-            duration = float(found.group(1))
-            parts.append(ListedPart(uri, seq, pdt, duration, "INDEPENDENT=YES" in line))
-            pdt = None if pdt is None else pdt + duration
-    return Playlist(init, parts)
+def _listed_part(line: str, pdt: float | None) -> ListedPart | None:
+    """An ``#EXT-X-PART`` line as a part starting at ``pdt``; None for any other."""
+    if not line.startswith(PART_TAG):
+        return None
+    uri = _uri(line)
+    found = re.search(r"DURATION=([\d.]+)", line)
+    seq = None if uri is None else _sequence_number(uri)
+    if uri is None or seq is None or found is None:
+        return None
+    return ListedPart(uri, seq, pdt, float(found.group(1)), "INDEPENDENT=YES" in line)
 
 
 def newest_start(playlist: Playlist) -> int | None:
