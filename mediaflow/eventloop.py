@@ -5,6 +5,9 @@ lifts the HTTP server's request rate by about a fifth (``bench/serve.py``).
 ``MEDIAFLOW_LOOP`` picks explicitly: ``uvloop`` (refuse to start without it),
 ``asyncio`` (the standard loop), or ``auto`` (the default: uvloop if it
 imports). Library users keep whatever loop they run mediaflow on.
+
+:func:`run_blocking` hands a blocking step to a thread the way a cancellation
+must find it: finished before whatever the cancelled caller does next.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -88,3 +92,24 @@ def run_command(make_main: Callable[[], Coroutine[Any, Any, int]]) -> int:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
     return run(make_main(), factory=factory, executor=executor)
+
+
+async def run_blocking(
+    fn: Callable[..., T], /, *args: Any, stop: threading.Event | None = None
+) -> T:
+    """``fn(*args)`` in a worker thread, like :func:`asyncio.to_thread`, except when the
+    caller is cancelled meanwhile: then ``stop`` is set (a step that checks it gives up
+    early) and the thread is waited for before the cancellation goes on. What a
+    cancelled caller does next (close the database the step is using) must not run
+    beside it: CPython's ``sqlite3`` can crash the process when one thread closes a
+    connection another thread is using."""
+    job = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        if stop is not None:
+            stop.set()
+        await asyncio.wait([job])
+        if not job.cancelled():
+            job.exception()  # retrieved: the caller hears the cancellation
+        raise

@@ -8,12 +8,20 @@ run records' real timestamps compare with it); a sweep is told its ``now``.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from mediaflow.engine.state_store import StateStore
+from mediaflow.eventloop import run_blocking
 from mediaflow.gc import SweepBusy
+from mediaflow.gc.gcdb import BATCH
+from mediaflow.gc.sweep import sweep_artifacts
 from mediaflow.store.locks import exclusive_or_busy, try_share
-from tests.gc_helpers import GRACE_S, GcEnv, owner_here
+from tests.gc_helpers import GRACE_S, GcEnv, owner_here, settings
 from tests.gc_sweep_helpers import (
     KB,
     blob,
@@ -177,3 +185,61 @@ async def test_a_second_sweep_of_the_directory_is_refused(env: GcEnv) -> None:
         assert dry.deleted == 1
 
     assert (await env.sweep()).deleted == 1
+
+
+# -- cancelled mid-step --------------------------------------------------------------
+
+
+async def test_a_cancelled_blocking_step_is_waited_for_and_told_to_stop() -> None:
+    """A cancelled caller does not leave its thread behind: whatever it does next
+    (close the database the step is using) runs after the step."""
+    started, release, stop = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def step() -> None:
+        started.set()
+        release.wait(10)
+        seen.append(stop.is_set())
+
+    task = asyncio.create_task(run_blocking(step, stop=stop))
+    await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert not task.done() and stop.is_set()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == [True]
+
+
+async def test_a_sweep_cancelled_mid_cap_stops_between_batches(env: GcEnv) -> None:
+    refs = await save_in_turn(env, [f"b{i}" for i in range(3 * BATCH)])
+    loop = asyncio.get_running_loop()
+    first, go_on = asyncio.Event(), threading.Event()
+
+    def sink(event_type: str, data: Mapping[str, Any]) -> None:
+        if not first.is_set():
+            loop.call_soon_threadsafe(first.set)
+            go_on.wait(10)  # the first eviction holds its batch until the cancel is in
+
+    sweeping = asyncio.create_task(
+        sweep_artifacts(
+            env.data_dir, env.queue, store=env.store, settings=settings(max_bytes=KB),
+            cap_only=True, now=env.clock(), events=sink,
+        )
+    )  # fmt: skip
+    try:
+        await first.wait()
+        sweeping.cancel()
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert not sweeping.done()  # it waits for the batch in its thread
+    finally:
+        go_on.set()
+    with pytest.raises(asyncio.CancelledError):
+        await sweeping
+    left = [ref for ref in refs if env.present(ref)]
+    assert len(left) == 2 * BATCH  # the first batch went, then it stopped
+    report = await env.sweep(max_bytes=KB)  # the store and its database are fine
+    assert report.evicted == 2 * BATCH - 1

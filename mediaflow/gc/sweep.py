@@ -26,17 +26,18 @@ changes nothing.
 
 from __future__ import annotations
 
-import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.session import owner_alive
 from mediaflow.engine.state_store import StateStore
+from mediaflow.eventloop import run_blocking
 from mediaflow.gc.gcdb import BATCH, BATCH_GAP_S, Candidate, GcDb
 from mediaflow.gc.orphans import adopt_strays, sweep_temp
 from mediaflow.gc.plan import Cutoff, Pin, cap_excess, choose_cutoff
@@ -100,6 +101,13 @@ class SweepReport:
         del body["retention"]
         body["pinned_by"] = list(self.pinned_by)
         return body
+
+
+T = TypeVar("T")
+
+
+class _Stopped(Exception):
+    """A sweep step gave up between batches: its caller was cancelled."""
 
 
 async def sweep_artifacts(
@@ -197,32 +205,36 @@ class _Sweep:
         self._last_progress = 0.0
         self._done: dict[str, int] = {}
         self.report = SweepReport(now, dry_run, now - settings.grace_s)
+        self._stop = threading.Event()  # set when the sweep is cancelled
         self.report.max_bytes = settings.max_bytes
+
+    async def _blocking(self, fn: Callable[..., T], /, *args: Any) -> T:
+        return await run_blocking(fn, *args, stop=self._stop)
 
     async def run(self, *, cap_only: bool) -> SweepReport:
         started = time.monotonic()
         lease_s = EngineSettings.from_env().lease_ms / 1000
-        pins = await asyncio.to_thread(read_pins, self.data_dir, lease_s)
+        pins = await self._blocking(read_pins, self.data_dir, lease_s)
         cutoff = choose_cutoff(self.now, self.settings.grace_s, pins)
         self.report.cutoff, self.report.pinned_by = cutoff.at, cutoff.pinned_by
-        await asyncio.to_thread(self.store.total_bytes)  # creates or migrates the schema
-        db = await asyncio.to_thread(GcDb, self.store.db_path)
+        await self._blocking(self.store.total_bytes)  # creates or migrates the schema
+        db = await self._blocking(GcDb, self.store.db_path)
         try:
-            await asyncio.to_thread(self._expire_keeps, db, cutoff)
+            await self._blocking(self._expire_keeps, db, cutoff)
             await self._read_live(db)
             if not cap_only:
-                await asyncio.to_thread(self._clean_orphans, db)
-                await asyncio.to_thread(self._collect, db, cutoff)
-            await asyncio.to_thread(self._enforce_cap, db, choose_cutoff(self.now, 0.0, pins))
+                await self._blocking(self._clean_orphans, db)
+                await self._blocking(self._collect, db, cutoff)
+            await self._blocking(self._enforce_cap, db, choose_cutoff(self.now, 0.0, pins))
         finally:
-            await asyncio.to_thread(db.close)
+            await self._blocking(db.close)
         if not cap_only and not self.dry_run:
             await self._trim_records()
-        totals = await asyncio.to_thread(self.store.totals)
+        totals = await self._blocking(self.store.totals)
         self.report.stored_bytes, self.report.stored_count = totals.bytes, totals.count
         self.report.duration_s = time.monotonic() - started
         if not self.dry_run:
-            await asyncio.to_thread(self._count)
+            await self._blocking(self._count)
         return self.report
 
     # -- steps ---------------------------------------------------------------
@@ -233,9 +245,9 @@ class _Sweep:
 
     async def _read_live(self, db: GcDb) -> None:
         async for batch in self.queue.live_digests():
-            await asyncio.to_thread(db.add_live, batch)
+            await self._blocking(db.add_live, batch)
             self._tell("live", len(batch))
-        self.report.live_digests = await asyncio.to_thread(db.live_count)
+        self.report.live_digests = await self._blocking(db.live_count)
 
     def _clean_orphans(self, db: GcDb) -> None:
         if not self.dry_run:
@@ -298,6 +310,8 @@ class _Sweep:
     def _delete(
         self, db: GcDb, batch: list[Candidate], cutoff: float, *, recordings: bool
     ) -> list[Candidate]:
+        if self._stop.is_set():
+            raise _Stopped
         self.report.examined += len(batch)
         if self.dry_run:
             return batch
@@ -312,7 +326,7 @@ class _Sweep:
             before=self.now - settings.dead_letter_days * DAY_S,
             keep_per_flow=settings.dead_letter_keep,
         )
-        self.report.runs_pruned = await asyncio.to_thread(self._prune_runs)
+        self.report.runs_pruned = await self._blocking(self._prune_runs)
 
     def _prune_runs(self) -> int:
         if not (self.data_dir / "state.sqlite3").exists():

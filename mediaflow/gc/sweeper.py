@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mediaflow.engine.events import EventBus
+from mediaflow.eventloop import run_blocking
 from mediaflow.gc.settings import GcSettings, format_bytes
 from mediaflow.gc.sweep import SweepBusy, SweepReport, sweep_artifacts
 from mediaflow.queue.contract import WorkQueue
@@ -137,7 +138,7 @@ class Sweeper:
         pause = self.settings.cap_check_s
         while True:
             await asyncio.sleep(pause)
-            stored = await asyncio.to_thread(self.store.total_bytes)
+            stored = await run_blocking(self.store.total_bytes)
             if stored <= self.settings.max_bytes:
                 pause = self.settings.cap_check_s
                 continue

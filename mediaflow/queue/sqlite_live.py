@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
+from mediaflow.eventloop import run_blocking
 from mediaflow.media import DIGEST_RE
 from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import QueueError
@@ -63,7 +64,7 @@ async def live_digests(
     try:
         while True:
             try:
-                found = await asyncio.to_thread(reader.next_batch)
+                found = await run_blocking(reader.next_batch)  # closed below only after it
             except sqlite3.Error as exc:
                 raise db.unavailable(exc) from exc
             if found is None:
