@@ -37,6 +37,17 @@ local function skey(name) return P .. ':s:' .. name end
 -- A stream's name is flow/node; a node id never holds a '/', a flow's name may.
 local function flow_of(name) return string.match(name, '^(.*)/[^/]*$') end
 local function is_pseudo(c) return c == '~ready' or c == '~delayed' end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- A lease's value, <expires_ms>|<holder>: its holder and expiry (nil, 0 for none).
+local function parse_lease(v)
+  if not v then return nil, 0 end
+  local exp, who = string.match(v, '^(%d+)|(.*)$')
+  return who, tonumber(exp)
+end
+local lease_clock_ms  -- the server's clock, read once per script when a lease is seen
 -- Whether another executor holds a live lease on the stream (P:lease:<flow>, node ->
 -- <expires_ms>|<holder>, by the server's clock). A claim sent before the lease moved
 -- and run after it (a call in doubt, sent again once Redis is back) takes nothing
@@ -44,11 +55,10 @@ local function is_pseudo(c) return c == '~ready' or c == '~delayed' end
 local function leased_elsewhere(name, consumer)
   local flow = flow_of(name)
   local lease = redis.call('HGET', P .. ':lease:' .. flow, string.sub(name, #flow + 2))
-  if not lease then return false end
-  local expires, holder = string.match(lease, '^(%d+)|(.*)$')
-  if holder == consumer then return false end
-  local t = redis.call('TIME')
-  return tonumber(expires) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local holder, expires = parse_lease(lease)
+  if holder == nil or holder == consumer then return false end
+  lease_clock_ms = lease_clock_ms or now_ms()
+  return expires > lease_clock_ms
 end
 local function seq_of(id) return tonumber(string.match(id, '^(%d+)-')) end
 local function reading()

@@ -20,15 +20,7 @@ from typing import Final
 from mediaflow.queue.redis_lua import PRELUDE
 
 LEASE_PRELUDE: Final = r"""
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function parse_lease(v)
-  if not v then return nil, 0 end
-  local exp, who = string.match(v, '^(%d+)|(.*)$')
-  return who, tonumber(exp)
-end
+-- now_ms and parse_lease are the PRELUDE's (:mod:`.redis_lua`).
 local function drop_leases_of(flow, consumer)
   local lkey = P .. ':lease:' .. flow
   local flat = redis.call('HGETALL', lkey)

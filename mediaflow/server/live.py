@@ -112,16 +112,24 @@ async def init(request: web.Request) -> web.Response:
     return web.Response(body=feed.init, content_type="video/mp4", headers=NO_STORE)
 
 
+def _numbered(request: web.Request, key: str, what: str) -> int | web.Response:
+    """The path's ``key`` as a number, or the 400 that refuses it."""
+    raw = request.match_info[key]
+    if not raw.isdigit():
+        return error(400, f"a {what} is named by its number; got {raw!r}")
+    return int(raw)
+
+
 async def part(request: web.Request) -> web.Response:
     feed = _feed(request)
     if isinstance(feed, web.Response):
         return feed
-    raw = request.match_info["seq"]
-    if not raw.isdigit():
-        return error(400, f"a part is named by its number; got {raw!r}")
-    found = feed.part(int(raw))
+    seq = _numbered(request, "seq", "part")
+    if isinstance(seq, web.Response):
+        return seq
+    found = feed.part(seq)
     if found is None:
-        return error(404, f"part {raw} is not in the live window")
+        return error(404, f"part {seq} is not in the live window")
     return web.Response(body=found.data, content_type="video/iso.segment", headers=NO_STORE)
 
 
@@ -129,12 +137,12 @@ async def segment(request: web.Request) -> web.Response:
     feed = _feed(request)
     if isinstance(feed, web.Response):
         return feed
-    raw = request.match_info["msn"]
-    if not raw.isdigit():
-        return error(400, f"a segment is named by its number; got {raw!r}")
-    found = feed.segment(int(raw))
+    number = _numbered(request, "msn", "segment")
+    if isinstance(number, web.Response):
+        return number
+    found = feed.segment(number)
     if found is None:
-        return error(404, f"segment {raw} is not finished, or not all in the live window")
+        return error(404, f"segment {number} is not finished, or not all in the live window")
     body = b"".join(part.data for part in found)
     return web.Response(body=body, content_type="video/iso.segment", headers=NO_STORE)
 
