@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from mediaflow import FlowBuilder, FlowSession, PortKindError
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import Event, EventBus
+from mediaflow.queue.contract import StreamKey, WorkItem
+from mediaflow.queue.sqlite import SqliteQueue
 from tests.engine_nodes import Counter, Doubler, Flaky, ImageSink, Recorder, WrongKind, rss_bytes
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
@@ -211,3 +214,54 @@ async def test_second_session_on_a_live_run_is_refused(tmp_path: Path) -> None:
             await FlowSession(flow.build(), tmp_path, settings=FAST).start()
     finally:
         await first.stop()
+
+
+class AnswerHeldBack(SqliteQueue):
+    """Once armed, holds back the answer of the next claim that took items: the
+    queue has handed them over, the runner has not seen them yet."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.armed = False
+        self.holding = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def claim(
+        self, consumer: str, wants: Mapping[StreamKey, int], *, block_ms: int = 0
+    ) -> list[WorkItem]:
+        items = await super().claim(consumer, wants, block_ms=block_ms)
+        if items and self.armed:
+            self.armed = False
+            self.holding.set()
+            await self.answer.wait()
+        return items
+
+
+async def test_a_stop_hands_back_unstarted_what_a_claim_on_its_way_took(tmp_path: Path) -> None:
+    """A stop waits for a claim already sent and gives its items back as never
+    delivered: the next run (or the worker taking the stream over) runs them as
+    first deliveries, not as redeliveries."""
+    log = tmp_path / "sink.log"
+
+    def flow(count: int) -> FlowBuilder:
+        return (
+            FlowBuilder("handback")
+            .add("src", Counter, count=count)
+            .add("sink", Recorder, delay_s=0.002, log_file=str(log), inputs={"chunk": "src.chunk"})
+        )
+
+    queue = AnswerHeldBack(tmp_path / "queue.sqlite3")
+    session = FlowSession(flow(400).build(), tmp_path, settings=FAST, queue=queue)
+    await session.start()
+    queue.armed = True
+    await asyncio.wait_for(queue.holding.wait(), 30)
+    stopping = asyncio.create_task(session.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=0.5)
+    assert not done, "the stop waits for the claim on its way"
+    queue.answer.set()
+    await stopping
+    first = list(Recorder.seen["sink"])
+    await run_until_idle(flow(0), tmp_path)
+    assert first + Recorder.seen["sink"] == list(range(400))
+    deliveries = [line.split()[1] for line in log.read_text().splitlines()]
+    assert len(deliveries) == 400 and set(deliveries) == {"1"}

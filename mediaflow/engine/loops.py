@@ -30,6 +30,9 @@ CLAIM_POLL_S: Final = 0.05
 ACK_BATCH: Final = 256
 ACK_LINGER_S: Final = 0.002
 LATEST_FLUSH_S: Final = 0.5
+# How long a stop waits for a claim already sent to come back (a claim fails
+# within the queue's own timeouts; this only bounds a queue that hangs).
+CLAIM_SETTLE_S: Final = 10.0
 
 
 class LoopHost(Protocol):
@@ -88,6 +91,7 @@ class BackgroundLoops:
         self._tasks: list[asyncio.Task[None]] = []
         self._queue_down = False
         self._closing = False
+        self._claim_settled: asyncio.Future[None] | None = None  # a claim on its way
 
     def start(self) -> None:
         lease_s = self._settings.lease_ms / 1000
@@ -161,13 +165,39 @@ class BackgroundLoops:
                 await self._claim(wants)
 
     async def _claim(self, wants: Mapping[StreamKey, int]) -> bool:
+        settled = asyncio.get_running_loop().create_future()
+        self._claim_settled = settled
         try:
-            items = await self._queue.claim(self._consumer, wants)
-        except BaseException:
-            self._host.claim_failed()
-            raise
-        self._host.claimed(items)
+            try:
+                items = await self._queue.claim(self._consumer, wants)
+            except BaseException:
+                self._host.claim_failed()
+                raise
+            self._host.claimed(items)
+        finally:
+            self._claim_settled = None
+            settled.set_result(None)
         return bool(items)
+
+    async def claim_settled(self) -> None:
+        """Wait until a claim on its way to the queue has come back to the reducer.
+
+        A stop must not cut a claim off: the queue may have handed the items
+        over already (counted as a delivery), and only the reducer, seeing
+        them while stopping, gives them back unstarted. A claim cut off leaves
+        them pending here, so whoever runs them next sees a redelivery."""
+        settled = self._claim_settled
+        if settled is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(settled), CLAIM_SETTLE_S)
+        except TimeoutError:
+            log.warning(
+                "a claim of flow %r did not come back within %.0f s: its items, if any, "
+                "go back to the queue once idle for the lease",
+                self._host.flow,
+                CLAIM_SETTLE_S,
+            )
 
     async def commit_once(self) -> None:
         """Group commit: emissions at once (readers wait for them), acks alone

@@ -414,10 +414,13 @@ class FlowRunner:
     async def stop(self) -> None:
         """Start nothing new, let running nodes finish (sources within
         :data:`SOURCE_GRACE_S`, the others within :data:`NODE_GRACE_S`, then
-        cancelled), hand what waits back to the queue, commit what is buffered
+        cancelled), hand what waits back to the queue (with what a claim on its
+        way brings), commit what is buffered
         and stop the loops. Raises :class:`~mediaflow.queue.contract.QueueError`
         if the last commit fails (the loops are stopped all the same)."""
         self._dispatch(StopTick())
+        # Before the effects are awaited: a claim coming back now is handed back.
+        await self._loops.claim_settled()
         for sources, grace in ((True, SOURCE_GRACE_S), (False, NODE_GRACE_S)):
             tasks = self._executor.tasks(sources=sources)
             if tasks:
