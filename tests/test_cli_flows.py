@@ -157,6 +157,19 @@ def wait_for(check: Callable[[], object], timeout_s: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+def settled(count: Callable[[], int], quiet_s: float = 0.3, timeout_s: float = 20.0) -> int:
+    """``count()`` once it has not changed for ``quiet_s``."""
+    deadline = time.monotonic() + timeout_s
+    last, since = count(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still changing after {timeout_s} s: {last}")
+        time.sleep(0.05)
+        if (now := count()) != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def test_operating_a_running_flow(running: Server, flows: Flows, tmp_path: Path) -> None:
     url = ["--url", running.url]
     code, out, _ = flows(*url)
@@ -167,8 +180,7 @@ def test_operating_a_running_flow(running: Server, flows: Flows, tmp_path: Path)
 
     assert flows(*url, "pause", "ctl") == (0, "ctl: paused\n", "")
     assert flows("pause", "ctl", *url) == (0, "ctl: paused (unchanged)\n", "")
-    time.sleep(0.3)
-    ran = len(running.runs())
+    ran = settled(lambda: len(running.runs()))  # a batch under way when paused ends
     code, out, _ = flows(*url, "step", "ctl")
     assert code == 0 and out.startswith("ctl: stepped sink seq ") and out.endswith("; paused\n")
     first = int(out.split()[4])

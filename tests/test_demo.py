@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,8 @@ async def check_demo(url: str, page: Page) -> None:
     reader = asyncio.create_task(read_events(url, events))
     latest: dict[tuple[str, str], Any] = {}
     async with aiohttp.ClientSession() as client:
-        for _ in range(130):
+        deadline = time.monotonic() + 60  # the first clip and transcript take ~5 s
+        while time.monotonic() < deadline:
             async with client.get(f"{url}/api/flows/demo") as resp:
                 latest = latest_values(await resp.json())
             if set(latest) >= LATEST and any(e.get("type") == "transcript" for e in events):

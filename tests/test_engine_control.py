@@ -91,7 +91,8 @@ async def test_disable_ends_sources_keeps_work_and_enable_resumes_them(
     assert session.snapshot().status == "disabled"
     with pytest.raises(FlowStateError, match="disabled"):
         await session.step()
-    await asyncio.sleep(0.3)  # the source notices ctx.stopping() and hands its item back
+    # The source notices ctx.stopping(), hands its item back and ends.
+    await eventually(lambda: _true(_source_ended(session)))
     emitted = dict(session.snapshot().latest)[("src", "chunk")]["seq"]
     ran = len(Recorder.seen["sink"])
     await asyncio.sleep(0.3)
@@ -111,3 +112,7 @@ async def test_disable_ends_sources_keeps_work_and_enable_resumes_them(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+def _source_ended(session: FlowSession) -> bool:
+    return any(e.type == "source_ended" and e.data["node"] == "src" for e in session.bus.recent(0))

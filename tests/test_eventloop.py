@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +81,35 @@ def test_the_cli_reports_a_bad_loop_setting(tmp_path: Path) -> None:
 def test_blocking_file_work_gets_its_own_pool_sized_by_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async def pool_size() -> tuple[int, str]:
-        names = await asyncio.gather(
-            *(asyncio.to_thread(lambda: (time.sleep(0.05), threading.current_thread().name)[1])
-              for _ in range(12))
-        )  # fmt: skip
-        return len(set(names)), names[0]
+    def pool_size(expected: int) -> Callable[[], Awaitable[tuple[int, str]]]:
+        """Twelve jobs at once, the first ``expected`` of them held until all of
+        those run: a pool of that size runs them on that many threads, a
+        smaller one never lets them go (10 s), a larger one takes more."""
 
-    # Twelve waits at once: asyncio's default size, then what the setting asks.
-    threads, name = eventloop.run(pool_size())
-    assert threads == min(12, (os.cpu_count() or 1) + 4) and name.startswith("mediaflow-io")
+        async def measure() -> tuple[int, str]:
+            started = [0]
+            running = threading.Condition()
+
+            def job() -> str:
+                with running:
+                    started[0] += 1
+                    running.notify_all()
+                    running.wait_for(lambda: started[0] >= expected, timeout=10)
+                return threading.current_thread().name
+
+            names = await asyncio.gather(*(asyncio.to_thread(job) for _ in range(12)))
+            return len(set(names)), names[0]
+
+        return measure
+
+    # asyncio's default size, then what the setting asks.
+    default = min(12, (os.cpu_count() or 1) + 4)
+    threads, name = eventloop.run(pool_size(default)())
+    assert threads == default and name.startswith("mediaflow-io")
     monkeypatch.setenv(eventloop.IO_THREADS_ENV, "12")
-    assert eventloop.run(pool_size())[0] == 12
+    assert eventloop.run(pool_size(12)())[0] == 12
     monkeypatch.setenv(eventloop.IO_THREADS_ENV, "3")
-    assert eventloop.run(pool_size())[0] == 3
+    assert eventloop.run(pool_size(3)())[0] == 3
     monkeypatch.setenv(eventloop.IO_THREADS_ENV, "many")
 
     async def main() -> int:

@@ -149,7 +149,14 @@ def test_a_save_racing_sweeps_always_ends_with_the_artifact_present(
     threads.append(threading.Thread(target=sweep_over_and_over))
     for thread in threads:
         thread.start()
-    time.sleep(1.5)
+    # Race for 1.5 s at least, and on a slow machine until five sweeps have run
+    # and one of them deleted something.
+    started = time.monotonic()
+    while not stop.is_set() and time.monotonic() - started < 60:
+        done = list(reports)
+        if time.monotonic() - started >= 1.5 and len(done) >= 5 and any(r.deleted for r in done):
+            break
+        time.sleep(0.05)
     stop.set()
     for thread in threads:
         thread.join(30)
@@ -280,7 +287,7 @@ async def test_a_sweep_during_a_ranged_download_leaves_it_whole(
         assert bytes(body) == data[first : last + 1]
 
         # Once the response is done, the next sweep takes the artifact.
-        deadline = loop.time() + 5
+        deadline = loop.time() + 30
         while True:
             after = await sweep_artifacts(
                 tmp_path, queue_of, settings=NO_GRACE, now=time.time() + 1

@@ -186,7 +186,8 @@ async def test_disable_ends_the_source_and_enable_resumes_it_losing_nothing(
     for action in ("pause", "resume", "step"):
         status, refused = await call(served, "POST", f"/api/flows/ops/{action}")
         assert status == 409 and "disabled: enable it first" in refused["error"], action
-    await asyncio.sleep(0.3)  # the source notices ctx.stopping() and hands its item back
+    # The source notices ctx.stopping(), hands its item back and ends.
+    await eventually(lambda: _source_ended(session))
     emitted = session.snapshot().latest[("src", "chunk")]["seq"]
     ran = len(Recorder.seen["sink"])
     await asyncio.sleep(0.3)
@@ -320,3 +321,7 @@ async def test_the_session_endpoint_says_what_a_request_may_do(tmp_path: Path) -
             "read": True,
             "write": True,
         }
+
+
+def _source_ended(session: FlowSession) -> bool:
+    return any(e.type == "source_ended" and e.data["node"] == "src" for e in session.bus.recent(0))

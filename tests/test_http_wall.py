@@ -178,7 +178,7 @@ async def test_the_wall_shows_a_running_flow(tmp_path: Path, page: Page) -> None
                 {"flow": "wall", "node": "cam", "port": "image", "value": pushed.to_json()},
             )
             await page.wait_for_function(
-                "(d) => window.shownDigests.includes(d)", arg=pushed.digest, timeout=1_500
+                "(d) => window.shownDigests.includes(d)", arg=pushed.digest, timeout=10_000
             )
 
             if shot := os.environ.get("MEDIAFLOW_WALL_SCREENSHOT"):

@@ -156,7 +156,9 @@ async def test_ten_viewers_come_and_go_while_the_camera_records(demo: Demo) -> N
     clips: dict[int, dict[str, Any]] = {}
     async with aiohttp.ClientSession() as session:
         await wait_for_playlist(session, demo.url)
+    deadline = time.monotonic() + 60
     while len(clips) < 2:  # recording, before any viewer
+        assert time.monotonic() < deadline, f"two clips not recorded in 60 s: {sorted(clips)}"
         found, _ = await clips_and_losses(demo.url)
         clips |= found
         await asyncio.sleep(0.5)
@@ -178,7 +180,9 @@ async def test_ten_viewers_come_and_go_while_the_camera_records(demo: Demo) -> N
     assert metric(metrics, 'mediaflow_live_watched{flow="demo",node="cam"}') == 1
     assert metric(metrics, 'mediaflow_live_sound_encoded_frames_total{flow="demo",node="mic"}') > 0
     assert metric(metrics, 'mediaflow_live_sound_dropped_chunks_total{flow="demo",node="mic"}') == 0
+    deadline = time.monotonic() + 60
     while max(clips) < first_with_viewers + 2:  # the clips recorded while they watched
+        assert time.monotonic() < deadline, f"recording stalled: {sorted(clips)}"
         found, losses = await clips_and_losses(demo.url)
         clips |= found
         await asyncio.sleep(0.5)

@@ -38,7 +38,7 @@ async def test_reclaim_stale_makes_items_ready_and_counts_the_redelivery(
 ) -> None:
     await fill(queue, A, 2)
     stale = await queue.claim("crashed", {A: 2})
-    assert await queue.reclaim_stale(IDLE_MS) == []  # not idle long enough yet
+    assert await queue.reclaim_stale(10_000) == []  # not idle long enough yet
 
     await asyncio.sleep(PAST_IDLE_S)
     released = await queue.reclaim_stale(IDLE_MS)

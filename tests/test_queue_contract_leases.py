@@ -44,13 +44,15 @@ async def test_flows_keep_their_leases_and_members_apart(queue: WorkQueue) -> No
 
 
 async def test_hold_renews_and_an_expired_lease_goes_to_whoever_asks(queue: WorkQueue) -> None:
-    await queue.lease("f1", "w1", ttl_ms=TTL_MS, acquire=[A, B])
-    await asyncio.sleep(0.2)
-    await queue.lease("f1", "w1", ttl_ms=TTL_MS, hold=[A])  # B is not renewed
-    await asyncio.sleep(0.2)  # B expired 0.3 s after it was taken; A lives to 0.5 s
+    # Sleeps only overrun: B is surely expired (0.8 + 0.25 s > 1 s), and A,
+    # renewed 0.25 s ago, lives on unless the machine stalls for 0.75 s.
+    await queue.lease("f1", "w1", ttl_ms=1000, acquire=[A, B])
+    await asyncio.sleep(0.8)
+    await queue.lease("f1", "w1", ttl_ms=1000, hold=[A])  # B is not renewed
+    await asyncio.sleep(0.25)
     table = await queue.lease("f1", "w2", ttl_ms=10_000, acquire=[A, B])
     assert table.holders == {A: "w1", B: "w2"}
-    await asyncio.sleep(PAST_TTL_S)
+    await asyncio.sleep(1.0)
     table = await queue.lease("f1", "w2", ttl_ms=10_000, acquire=[A])
     assert table.holders == {A: "w2", B: "w2"}
     assert table.members == ("w2",)  # w1's membership expired with its leases
