@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mediaflow import Context, Node
+from mediaflow.engine.events import EventBus
 
 
 class Counter(Node):
@@ -211,3 +212,8 @@ class TickLog(Node):
         tick = ctx.inputs["tick"]
         TickLog.seen.append((tick["n"], tick["every_s"]))
         await asyncio.sleep(self.delay_s)
+
+
+def source_ended(bus: EventBus, node: str) -> bool:
+    """Whether ``bus`` has told of source ``node`` ending (kept in its history)."""
+    return any(e.type == "source_ended" and e.data["node"] == node for e in bus.recent(0))

@@ -10,6 +10,7 @@ importing module, the backend-parametrized ``queue`` of ``tests/conftest.py``)::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,3 +27,11 @@ async def queue_fixture(tmp_path: Path) -> AsyncIterator[SqliteQueue]:
     q = SqliteQueue(tmp_path / "queue.sqlite3")
     yield q
     await q.close()
+
+
+async def let_checkpoint_finish(queue: SqliteQueue) -> None:
+    """Wait for the background checkpoint's copy, if one runs, as a fast disk
+    would have it done: how long fsyncs take must not decide a test about the
+    checkpoints' logic (the RESTART after the copy is the queue's own doing)."""
+    if (copying := queue._db._copying) is not None:
+        await asyncio.wrap_future(copying)

@@ -15,7 +15,7 @@ from mediaflow import FlowBuilder, FlowSession
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowStateError
-from tests.engine_nodes import Counter, Recorder
+from tests.engine_nodes import Counter, Recorder, source_ended
 from tests.redis_server import RedisServer
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
@@ -92,7 +92,7 @@ async def test_disable_ends_sources_keeps_work_and_enable_resumes_them(
     with pytest.raises(FlowStateError, match="disabled"):
         await session.step()
     # The source notices ctx.stopping(), hands its item back and ends.
-    await eventually(lambda: _true(_source_ended(session)))
+    await eventually(lambda: _true(source_ended(session.bus, "src")))
     emitted = dict(session.snapshot().latest)[("src", "chunk")]["seq"]
     ran = len(Recorder.seen["sink"])
     await asyncio.sleep(0.3)
@@ -112,7 +112,3 @@ async def test_disable_ends_sources_keeps_work_and_enable_resumes_them(
 
 async def _true(value: bool) -> bool:
     return value
-
-
-def _source_ended(session: FlowSession) -> bool:
-    return any(e.type == "source_ended" and e.data["node"] == "src" for e in session.bus.recent(0))

@@ -5,7 +5,6 @@ forgetting a flow."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import AsyncGenerator
@@ -16,6 +15,7 @@ import pytest
 from mediaflow.queue import EmissionRun, NewItem, QueueError, StreamKey, WorkItem, WorkQueue
 from mediaflow.queue.sqlite import TRIM_CHUNK
 from tests.conftest import QueueBackend
+from tests.queue_sqlite_helpers import let_checkpoint_finish
 
 A = StreamKey("f1", "a")
 B = StreamKey("f1", "b")
@@ -339,10 +339,7 @@ async def test_sqlite_checkpoints_do_not_wait_for_an_open_snapshot(
         for i in range(n):
             [item] = await queue.enqueue([emission(B, f"c{i}")], claim_for="c")
             await queue.ack([item.entry_id])
-            # Each background copy finishes before the next commit, as on a fast
-            # disk: how long fsyncs take must not decide which modes run.
-            if (copying := queue._db._copying) is not None:
-                await asyncio.wrap_future(copying)
+            await let_checkpoint_finish(queue)
 
     await queue.enqueue([emission(A, f"r{i}") for i in range(3)])
     reader = cast(AsyncGenerator[list[str], None], queue.live_digests(batch=1))

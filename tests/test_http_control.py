@@ -19,7 +19,7 @@ from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.server import AppState, ServerSettings
 from mediaflow.server.control import decide
-from tests.engine_nodes import Counter, Recorder
+from tests.engine_nodes import Counter, Recorder, source_ended
 from tests.http_support import Served, serve
 from tests.redis_server import RedisServer
 
@@ -187,7 +187,7 @@ async def test_disable_ends_the_source_and_enable_resumes_it_losing_nothing(
         status, refused = await call(served, "POST", f"/api/flows/ops/{action}")
         assert status == 409 and "disabled: enable it first" in refused["error"], action
     # The source notices ctx.stopping(), hands its item back and ends.
-    await eventually(lambda: _source_ended(session))
+    await eventually(lambda: source_ended(session.bus, "src"))
     emitted = session.snapshot().latest[("src", "chunk")]["seq"]
     ran = len(Recorder.seen["sink"])
     await asyncio.sleep(0.3)
@@ -321,7 +321,3 @@ async def test_the_session_endpoint_says_what_a_request_may_do(tmp_path: Path) -
             "read": True,
             "write": True,
         }
-
-
-def _source_ended(session: FlowSession) -> bool:
-    return any(e.type == "source_ended" and e.data["node"] == "src" for e in session.bus.recent(0))

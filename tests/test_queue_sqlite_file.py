@@ -6,7 +6,6 @@ Other processes on the same file: ``tests/test_queue_sqlite_processes.py``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
@@ -26,6 +25,7 @@ from mediaflow.queue import (
 from tests.queue_sqlite_helpers import (
     A,
     B,
+    let_checkpoint_finish,
     queue_fixture,  # noqa: F401 - the queue fixture
 )
 
@@ -58,8 +58,7 @@ async def test_background_checkpoints_keep_the_wal_small(queue: SqliteQueue) -> 
     for i in range(3000):
         [item] = await queue.enqueue([NewItem(A, "emission", {"i": i})], claim_for="c")
         await queue.ack([item.entry_id])
-        if (copying := queue._db._copying) is not None:
-            await asyncio.wrap_future(copying)
+        await let_checkpoint_finish(queue)
 
     wal = queue.path.with_name(queue.path.name + "-wal")
     # Without checkpoints: 6000 commits of 2 KiB pages, over 20 MB. With them the

@@ -415,9 +415,9 @@ class FlowRunner:
         """Start nothing new, let running nodes finish (sources within
         :data:`SOURCE_GRACE_S`, the others within :data:`NODE_GRACE_S`, then
         cancelled), hand what waits back to the queue (with what a claim on its
-        way brings), commit what is buffered
-        and stop the loops. Raises :class:`~mediaflow.queue.contract.QueueError`
-        if the last commit fails (the loops are stopped all the same)."""
+        way brings), commit what is buffered and stop the loops. Raises
+        :class:`~mediaflow.queue.contract.QueueError` if the last commit fails
+        (the loops are stopped all the same)."""
         self._dispatch(StopTick())
         # Before the effects are awaited: a claim coming back now is handed back.
         await self._loops.claim_settled()
