@@ -9,18 +9,21 @@ is available), instead of a source that dies later. The opened inputs are handed
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from connectors._audio import AudioRequest, AudioRun
+from connectors._copy_run import PacketRun
 from connectors._options import resolve_spec
 from connectors._reconnect import Reconnect
 from connectors._timeline import Resume, read_resume
 from connectors._together import run_together
-from connectors._video import VideoOptions, VideoRequest, VideoRun
-from devices import AudioInput, VideoInput
+from connectors._video import VideoRun
+from connectors._video_request import VideoOptions, VideoRequest
+from devices import AudioInput, PacketInput, VideoInput
+from devices.redact import public_url
 from mediaflow import Context, Node
 
 VIDEO_PORTS: Mapping[str, str] = {"image": "image", "video": "video"}
@@ -42,14 +45,15 @@ class MediaConnector(Node):
         audio: AudioRequest | None = None,
         reconnect: Reconnect | None = None,
     ) -> None:
-        self.device = device  # as the flow wrote it: the ``device`` in meta and events
+        # As the flow wrote it, without a password: the ``device`` in meta, events and logs.
+        self.device = public_url(device)
         self.video_request = video
         self.video_options = video_options or VideoOptions()
         self.audio_request = audio
         self.reconnect = reconnect or Reconnect()
-        self.video_run: VideoRun | None = None
+        self.video_run: VideoRun | PacketRun | None = None
         self.audio_run: AudioRun | None = None
-        self._video_input: VideoInput | None = None
+        self._video_input: VideoInput | PacketInput | None = None
         self._audio_input: AudioInput | None = None
 
     def resolve_paths(self, flow_dir: Path) -> None:
@@ -92,21 +96,7 @@ class MediaConnector(Node):
         audio_input, self._audio_input = self._audio_input, None
         parts: list[Coroutine[Any, Any, None]] = []
         if self.video_request is not None and video_input is not None:
-            options = self.video_options
-            if audio_input is not None and options.live_audio is None and options.codec == "h264":
-                options = replace(options, live_audio=ctx.node)  # a file's own sound, live
-            self.video_run = VideoRun(
-                ctx,
-                self.video_request,
-                options,
-                resume,
-                device=self.device,
-                seeked_at=video_at,
-            )
-            reopen_video = self.video_request.open_async
-            parts.append(
-                self.video_run.run(video_input, policy=self.reconnect, reopen=reopen_video)
-            )
+            parts.append(self._video_part(ctx, video_input, audio_input, resume, video_at))
         if self.audio_request is not None and audio_input is not None:
             self.audio_run = AudioRun(ctx, self.device, resume, seeked_at=audio_at)
             reopen_audio = self.audio_request.open_async
@@ -114,6 +104,36 @@ class MediaConnector(Node):
                 self.audio_run.run(audio_input, policy=self.reconnect, reopen=reopen_audio)
             )
         await run_together(*parts)
+
+    def _video_part(
+        self,
+        ctx: Context,
+        video_input: VideoInput | PacketInput,
+        audio_input: AudioInput | None,
+        resume: Resume | None,
+        video_at: float | None,
+    ) -> Coroutine[Any, Any, None]:
+        """The run of the video input: copying its packets, or decoding its pictures."""
+        request = self.video_request
+        assert request is not None
+        options = self.video_options
+        if (
+            audio_input is not None
+            and options.live_audio is None
+            and options.codec in ("h264", "auto")
+        ):
+            options = replace(options, live_audio=ctx.node)  # a file's own sound, live
+        if isinstance(video_input, PacketInput):
+            copying = PacketRun(
+                ctx, request, options, resume, device=self.device, seeked_at=video_at
+            )
+            self.video_run = copying
+            reopen_packets = _reopen_as(PacketInput, request.open_async)
+            return copying.run(video_input, policy=self.reconnect, reopen=reopen_packets)
+        decoding = VideoRun(ctx, request, options, resume, device=self.device, seeked_at=video_at)
+        self.video_run = decoding
+        reopen_frames = _reopen_as(VideoInput, request.open_async)
+        return decoding.run(video_input, policy=self.reconnect, reopen=reopen_frames)
 
     async def _seek_files(
         self, ctx: Context, resume: Resume | None
@@ -165,3 +185,26 @@ class MediaConnector(Node):
             await video.aclose()
         if audio is not None:
             await audio.aclose()
+
+
+InputT = TypeVar("InputT", VideoInput, PacketInput)
+
+
+def _reopen_as(
+    kind: type[InputT], open_async: Callable[[], Awaitable[VideoInput | PacketInput]]
+) -> Callable[[], Awaitable[InputT]]:
+    """``open_async`` for a run that copies (``PacketInput``) or decodes (``VideoInput``):
+    a source that comes back sending video the other way (a camera switched from H.264
+    to MJPEG) is a ``ValueError``, not a reconnect: the flow must be started again."""
+
+    async def reopen() -> InputT:
+        opened = await open_async()
+        if isinstance(opened, kind):
+            return opened
+        await opened.aclose()
+        now = "is copied" if isinstance(opened, PacketInput) else "cannot be copied"
+        raise ValueError(
+            f"{opened.spec} now sends {opened.info.codec} video, which {now}: start the flow again"
+        )
+
+    return reopen

@@ -28,7 +28,7 @@ from av.video.frame import PictureType
 from av.video.stream import VideoStream
 
 from connectors._frames import FrameConverter
-from connectors._options import Codec
+from connectors._options import EncodeCodec
 from connectors._timeline import Epoch
 from mediaflow.live.parts import VideoFrame
 
@@ -50,7 +50,7 @@ class CodecPlan:
     threads: int = 0  # encoder threads; 0 lets FFmpeg choose
 
 
-PLANS: dict[Codec, CodecPlan] = {
+PLANS: dict[EncodeCodec, CodecPlan] = {
     # bf=0: with B-frames the first frame of a fragmented MP4 (which has no edit list)
     # would be presented late instead of at 0. x264 accepts full-range input and says
     # so in its VUI, which spares MJPEG cameras a range conversion. rc-lookahead=2: the
@@ -120,6 +120,8 @@ class EncodedSegment:
     codec: str
     fps: float
     frames: int
+    audio_codec: str | None = None  # the sound a copied segment carries
+    copied: bool = False  # the source's own packets, not encoded here
 
 
 LiveTap = Callable[[bytes, VideoFrame], None]
@@ -211,7 +213,7 @@ class SegmentEncoder:
 
     def __init__(
         self,
-        codec: Codec,
+        codec: EncodeCodec,
         segment_s: float,
         *,
         fps: float | None = None,

@@ -20,9 +20,8 @@ import av
 
 from connectors._audio import AudioRequest
 from connectors._connector import AUDIO_PORTS, VIDEO_PORTS, MediaConnector
-from connectors._options import parse_size, resolve_spec
-from connectors._video import VideoRequest
-from connectors.camera import video_options
+from connectors._options import resolve_spec
+from connectors.camera import video_options, video_request
 from devices import DeviceNotFound
 from mediaflow import Context
 
@@ -72,8 +71,9 @@ class FileConnector(MediaConnector):
     """Replays ``path`` (see the module doc).
 
     Options: ``path`` (required; relative to the flow file), ``realtime`` (True),
-    the camera's ``fps``, ``quality``, ``size`` (a resize), ``segment_s``, ``codec``
-    and ``video`` for pictures, the microphone's ``rate``, ``channels`` and
+    the camera's ``fps``, ``quality``, ``size`` (a resize), ``segment_s``, ``codec``,
+    ``copy``, ``video`` and ``image`` for pictures (an H.264 or H.265 file is copied,
+    as a camera's stream is), the microphone's ``rate``, ``channels`` and
     ``chunk_ms`` for sound.
     """
 
@@ -96,20 +96,22 @@ class FileConnector(MediaConnector):
         quality: int = 85,
         size: str | None = None,
         segment_s: float = 2.0,
-        codec: str = "h264",
+        codec: str = "auto",
         video: bool | None = None,
         rate: int = 16000,
         channels: int = 1,
         chunk_ms: int = 100,
+        copy: bool | None = None,
+        image: bool | None = None,
     ) -> None:
         """Checks the options (``ValueError``); the file is probed again in ``setup``."""
         spec = path if path.startswith("file:") else f"file:{path}"
         options = video_options(
-            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video
+            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video, image=image
         )
         super().__init__(
             path,
-            video=VideoRequest(spec, parse_size(size), realtime=realtime),
+            video=video_request(spec, size=size, realtime=realtime, codec=codec, copy=copy),
             video_options=options,
             audio=AudioRequest(spec, rate, channels, chunk_ms, realtime),
         )

@@ -18,19 +18,19 @@ import av
 
 from connectors._audio import AudioRequest
 from connectors._connector import AUDIO_PORTS, VIDEO_PORTS, MediaConnector
-from connectors._options import parse_size, positive
+from connectors._options import positive
 from connectors._reconnect import Reconnect
-from connectors._video import VideoRequest
-from connectors.camera import video_options
+from connectors.camera import video_options, video_request
 from devices import (
     NETWORK_TIMEOUT_S,
     AudioInput,
-    DeviceNotFound,
     FrameBridge,
     url_options,
     url_timeout,
 )
 from devices.audio_input import AudioInfo, DecodedAudioSource
+from devices.redact import public_url
+from devices.stream_reading import unreachable
 
 MEDIA = ("video", "audio", "both")
 LIVE_BUFFER_CHUNKS = 50  # ~5 s of 100 ms chunks before the oldest is dropped
@@ -54,6 +54,7 @@ class StreamAudioRequest(AudioRequest):
     and each read wait at most ``timeout_s`` per step (see :func:`devices.url_timeout`)."""
 
     timeout_s: float = NETWORK_TIMEOUT_S
+    transport: str | None = None
 
     def open(self, start_s: float = 0.0) -> AudioInput:
         """Open the stream (blocks: call it in a thread; a live stream has no position to
@@ -64,13 +65,15 @@ class StreamAudioRequest(AudioRequest):
         try:
             source = DecodedAudioSource(
                 self.spec, self.spec, None, rate=self.rate, channels=self.channels,
-                chunk_ms=self.chunk_ms, realtime=False, options=url_options(self.spec),
+                chunk_ms=self.chunk_ms, realtime=False,
+                options=url_options(self.spec, self.transport),
                 timeout=timeout,
             )  # fmt: skip
         except (OSError, av.FFmpegError) as exc:
-            raise DeviceNotFound(self.spec, [], reason=str(exc)) from exc
+            raise unreachable(self.spec, exc) from None
+        name = public_url(self.spec)
         info = AudioInfo(
-            self.spec, "file", self.spec, self.rate, self.channels, self.chunk_ms,
+            name, "file", name, self.rate, self.channels, self.chunk_ms,
             self.rate * self.chunk_ms // 1000, True, source.source_rate, source.source_channels,
         )  # fmt: skip
         return AudioInput(info, source, FrameBridge(LIVE_BUFFER_CHUNKS, "drop_oldest"))
@@ -80,7 +83,8 @@ class UrlConnector(MediaConnector):
     """Emits a network stream (see the module doc).
 
     Options: ``url`` (required), ``media`` ("video"), the camera's ``fps``,
-    ``quality``, ``size`` (a resize), ``segment_s``, ``codec``, ``video``, the
+    ``quality``, ``size`` (a resize), ``segment_s``, ``codec``, ``copy``, ``video``,
+    ``image``, ``transport`` (RTSP: ``tcp`` or ``udp``), the
     microphone's ``rate``, ``channels``, ``chunk_ms``, ``timeout_s`` (10.0: the longest
     wait, in seconds, for each step of opening the stream and for each read, for video
     and sound alike; a silent server then counts as unreachable or lost; must be
@@ -100,7 +104,7 @@ class UrlConnector(MediaConnector):
         quality: int = 85,
         size: str | None = None,
         segment_s: float = 2.0,
-        codec: str = "h264",
+        codec: str = "auto",
         video: bool | None = None,
         rate: int = 16000,
         channels: int = 1,
@@ -108,23 +112,35 @@ class UrlConnector(MediaConnector):
         timeout_s: float = NETWORK_TIMEOUT_S,
         reconnect_max_s: float = 10.0,
         reconnect_base_s: float = 0.5,
+        copy: bool | None = None,
+        image: bool | None = None,
+        transport: str | None = None,
     ) -> None:
         """Checks the options (``ValueError``); connects in ``setup``."""
         outputs = _outputs(media)
         timeout_s = positive("timeout_s", timeout_s)
         options = video_options(
-            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video
+            fps=fps, quality=quality, segment_s=segment_s, codec=codec, video=video, image=image
         )
         super().__init__(
             url,
             video=(
-                VideoRequest(url, parse_size(size), timeout_s=timeout_s)
+                video_request(
+                    url,
+                    size=size,
+                    timeout_s=timeout_s,
+                    transport=transport,
+                    codec=codec,
+                    copy=copy,
+                )
                 if "video" in outputs
                 else None
             ),
             video_options=options,
             audio=(
-                StreamAudioRequest(url, rate, channels, chunk_ms, timeout_s=timeout_s)
+                StreamAudioRequest(
+                    url, rate, channels, chunk_ms, timeout_s=timeout_s, transport=transport
+                )
                 if "audio" in outputs
                 else None
             ),

@@ -7,9 +7,10 @@ a bounded :class:`FrameBridge` with a named overflow policy (live devices drop t
 oldest, files and virtual sources block). Outcomes stay distinct: items,
 :class:`EndOfStream` (a finite source is done), :class:`DeviceLost` (a live one went
 away: back off with :func:`backoff_delays` and reopen), configuration errors that list
-what is available. Network streams, video and sound alike, open with :func:`url_options`
-and :func:`url_timeout` (:data:`NETWORK_TIMEOUT_S` by default), so a silent server
-fails instead of hanging a thread. ``sounddevice`` (PortAudio) is imported only when
+what is available. :func:`probe_source` says what one source offers, without decoding.
+Network streams, video and sound alike, open with :func:`url_options` and
+:func:`url_timeout` (:data:`NETWORK_TIMEOUT_S` by default), so a silent server fails
+instead of hanging a thread. ``sounddevice`` (PortAudio) is imported only when
 sound is touched. Nothing here imports the ``mediaflow`` engine.
 """
 
@@ -24,6 +25,7 @@ from devices.errors import (
     AmbiguousDevice,
     BridgeClosed,
     BridgeOverflow,
+    CredentialsRefused,
     DeviceError,
     DeviceLost,
     DeviceNotFound,
@@ -32,7 +34,10 @@ from devices.errors import (
     UnsupportedMode,
 )
 from devices.microphones import MicrophoneInfo, list_microphones
-from devices.video_input import CapturedFrame, VideoInfo, VideoInput, VideoStatistics, open_video
+from devices.packet_input import CapturedPacket, PacketInput, StreamTemplates
+from devices.probe import SourceProbe, probe_source
+from devices.video_info import VideoInfo
+from devices.video_input import CapturedFrame, VideoInput, VideoStatistics, open_video
 from devices.video_spec import NETWORK_TIMEOUT_S, url_options, url_timeout
 
 __all__ = [
@@ -48,6 +53,8 @@ __all__ = [
     "CameraFormat",
     "CameraInfo",
     "CapturedFrame",
+    "CapturedPacket",
+    "CredentialsRefused",
     "DeviceError",
     "DeviceLost",
     "DeviceNotFound",
@@ -55,9 +62,12 @@ __all__ = [
     "FrameBridge",
     "FrameSize",
     "MicrophoneInfo",
+    "PacketInput",
     "Policy",
     "PortAudioMissing",
     "SizeRange",
+    "SourceProbe",
+    "StreamTemplates",
     "UnsupportedMode",
     "VideoInfo",
     "VideoInput",
@@ -69,6 +79,7 @@ __all__ = [
     "list_microphones",
     "open_microphone",
     "open_video",
+    "probe_source",
     "url_options",
     "url_timeout",
 ]

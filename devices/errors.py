@@ -9,7 +9,9 @@ The connector layer keys its behaviour off these types:
   :class:`DeviceLost` (the camera is still unplugged, the server still down) the caller
   keeps backing off and retrying; for a spec that never opened it is a configuration
   error. :class:`UnsupportedMode` is always a configuration error. Both messages list
-  what is available.
+  what is available. :class:`CredentialsRefused` is the :class:`DeviceNotFound` of a
+  stream that refused the URL's user and password: fatal at start, retried after a
+  loss (a camera that reboots may refuse logins for a moment).
 - :class:`PortAudioMissing` means sound capture is impossible on this machine.
 """
 
@@ -45,6 +47,19 @@ class AmbiguousDevice(DeviceNotFound):
 
     def __init__(self, spec: str, matches: Sequence[str]) -> None:
         super().__init__(spec, matches, reason="ambiguous, be more specific")
+
+
+class CredentialsRefused(DeviceNotFound):
+    """A stream refused the user and password its URL gives (or asked for some).
+
+    ``spec`` is the URL without its password.
+    """
+
+    def __init__(self, spec: str, reason: str) -> None:
+        super().__init__(spec, [], reason=reason)
+        self.args = (
+            f"{spec} refused the credentials ({reason}): check the user and password in the URL",
+        )
 
 
 class UnsupportedMode(DeviceError):

@@ -80,6 +80,22 @@ class ThreadedInput(ABC, Generic[T]):
         """True while the producer thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
+    def close(self) -> None:
+        """:meth:`aclose` for a thread: blocks up to ``JOIN_TIMEOUT_S``. Never call it
+        on the event loop."""
+        thread = self._stop()
+        if thread is not None:
+            thread.join(JOIN_TIMEOUT_S)
+
+    def _stop(self) -> threading.Thread | None:
+        """Close the bridge; the producer thread to wait for, or None when there was
+        none (then the source is released here)."""
+        self._closed = True
+        self._bridge.close()
+        if self._thread is None:
+            self._release()
+        return self._thread
+
     async def aclose(self) -> None:
         """Stop the producer thread and release the source. Idempotent.
 
@@ -88,11 +104,8 @@ class ThreadedInput(ABC, Generic[T]):
         a blocking read is left to its daemon thread, which releases it when the read
         returns.
         """
-        self._closed = True
-        self._bridge.close()
-        thread = self._thread
+        thread = self._stop()
         if thread is None:
-            self._release()
             return
         await asyncio.to_thread(thread.join, JOIN_TIMEOUT_S)
         if thread.is_alive():

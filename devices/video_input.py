@@ -22,12 +22,10 @@ import os
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import av
 import av.error
 from av.container.input import InputContainer
-from av.container.streams import StreamContainer
 from av.video.stream import VideoStream
 
 from devices.bridge import BridgeStatistics, FrameBridge
@@ -35,9 +33,12 @@ from devices.camera_modes import check_mode
 from devices.cameras import CameraInfo, list_cameras
 from devices.errors import DeviceLost, DeviceNotFound
 from devices.pacing import Pacer
+from devices.packet_input import PacketInput
+from devices.redact import public_url
+from devices.stream_reading import demux_or_lost, unreachable
 from devices.threaded import ThreadedInput
+from devices.video_info import DemuxSource, video_info
 from devices.video_spec import (
-    ENDLESS_KINDS,
     LIVE_KINDS,
     NETWORK_TIMEOUT_S,
     SourceKind,
@@ -45,23 +46,10 @@ from devices.video_spec import (
     parse_video_spec,
 )
 
-RETRY_SLEEP_S = 0.01  # after EAGAIN from a non-blocking device read
 PTS_TOLERANCE_S = 1e-6
 
 #: (pts, decoded frame, passthrough JPEG, width, height) on the producer thread.
 Item = tuple[float, av.VideoFrame | None, bytes | None, int, int]
-
-
-class DemuxSource(Protocol):
-    """What :class:`VideoInput` needs of an open input: PyAV's ``InputContainer``, or a
-    test's wrapper around one (to inject a fault)."""
-
-    streams: StreamContainer
-    duration: int | None
-
-    def demux(self, video_stream: VideoStream) -> Iterator[av.Packet[VideoStream]]: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,22 +67,6 @@ class CapturedFrame:
     width: int
     height: int
     captured_at: float  # wall clock (time.time()) when the producer got it
-
-
-@dataclass(frozen=True)
-class VideoInfo:
-    """What was opened. ``fps`` is the stream's nominal rate, when it has one."""
-
-    spec: str
-    kind: SourceKind
-    width: int
-    height: int
-    fps: float | None
-    codec: str
-    pix_fmt: str | None
-    is_live: bool
-    passthrough: bool
-    duration: float | None
 
 
 @dataclass(frozen=True)
@@ -118,30 +90,75 @@ def open_video(
     cameras: Sequence[CameraInfo] | None = None,
     timeout_s: float = NETWORK_TIMEOUT_S,
     start_s: float = 0.0,
-) -> VideoInput:
-    """Open ``spec`` and return a :class:`VideoInput` (decoding starts on first read).
+    transport: str | None = None,
+    copy_codecs: frozenset[str] = frozenset(),
+    audio: bool = True,
+) -> VideoInput | PacketInput:
+    """Open ``spec`` and return a :class:`VideoInput` (decoding starts on first read), or a
+    :class:`~devices.packet_input.PacketInput` when its video is one of ``copy_codecs``
+    (FFmpeg's names, e.g. ``{"h264", "hevc"}``): packets as encoded, the first sound
+    stream's too when ``audio``.
 
     Blocks while the input opens (a device negotiates, a server answers): from async
     code call it through ``asyncio.to_thread``. A network stream waits at most
     ``timeout_s`` for each step of the open and each later read (see
-    :func:`~devices.video_spec.url_timeout`); other kinds ignore it.
+    :func:`~devices.video_spec.url_timeout`); ``transport`` (``"tcp"``, ``"udp"``)
+    picks RTSP's; other kinds ignore both.
     ``realtime`` (files and lavfi; default True) paces frames by pts; live sources
     ignore it. ``passthrough`` yields undecoded JPEG packets for MJPEG streams.
     ``cameras`` replaces the V4L2 enumeration used to check the request.
     ``start_s`` (files and lavfi) starts there: the first frame yielded is the first
-    whose pts (seconds since the first frame) is at or after it.
+    whose pts (seconds since the first frame) is at or after it (for packets: the
+    keyframe at or before it).
 
-    Raises ``ValueError`` for a malformed spec or a non-positive ``timeout_s``;
-    :class:`DeviceNotFound` (listing the cameras) for an unknown device, a missing file,
-    an unreachable stream URL or one that does not answer within ``timeout_s``;
-    :class:`UnsupportedMode` (listing what the camera offers) for a size, rate or format
-    it does not offer; FFmpeg's errors (``av.FFmpegError``, an ``OSError`` for system
-    errors) when opening fails otherwise, e.g. a busy camera or an AVFoundation mode
-    the device refuses (FFmpeg logs the modes it offers).
+    Messages and the input's ``spec`` name a URL without its password
+    (:func:`~devices.redact.public_url`). Raises ``ValueError`` for a malformed spec or
+    a non-positive ``timeout_s``; :class:`DeviceNotFound` (listing the cameras) for an
+    unknown device, a missing file, an unreachable stream URL or one that does not
+    answer within ``timeout_s``; :class:`CredentialsRefused` when a stream refuses the
+    URL's user and password (or asks for some); :class:`UnsupportedMode` (listing what
+    the camera offers) for a size, rate or format it does not offer; FFmpeg's errors
+    (``av.FFmpegError``, an ``OSError`` for system errors) when opening fails
+    otherwise, e.g. a busy camera or an AVFoundation mode the device refuses.
     """
     source = parse_video_spec(
-        spec, size=size, fps=fps, input_format=input_format, timeout_s=timeout_s
+        spec, size=size, fps=fps, input_format=input_format, timeout_s=timeout_s,
+        transport=transport,
+    )  # fmt: skip
+    container = _open_container(source, cameras, size=size, fps=fps, input_format=input_format)
+    name = public_url(spec)
+    codec = container.streams.video[0].codec_context.name
+    is_realtime = True if realtime is None else realtime
+    read_timeout_s = source.timeout[1] if source.timeout is not None else None
+    if codec in copy_codecs:
+        info = video_info(name, container, source.kind, passthrough=False)
+        return PacketInput(
+            name, container, kind=source.kind, info=info, realtime=is_realtime, audio=audio,
+            start_s=start_s, max_buffered=max_buffered, url=spec, read_timeout_s=read_timeout_s,
+        )  # fmt: skip
+    return VideoInput(
+        name,
+        container,
+        kind=source.kind,
+        realtime=is_realtime,
+        passthrough=passthrough,
+        max_buffered=max_buffered,
+        start_s=start_s,
+        url=spec,
+        read_timeout_s=read_timeout_s,
     )
+
+
+def _open_container(
+    source: VideoSource,
+    cameras: Sequence[CameraInfo] | None,
+    *,
+    size: tuple[int, int] | None,
+    fps: float | None,
+    input_format: str | None,
+) -> InputContainer:
+    """``av.open`` of a parsed spec, with the device layer's errors (see :func:`open_video`)."""
+    spec = source.spec
     listed: Sequence[CameraInfo] = ()
     if source.kind == "v4l2":
         listed = cameras if cameras is not None else list_cameras()
@@ -157,20 +174,11 @@ def open_video(
     except (OSError, av.FFmpegError) as exc:
         if source.kind != "url":
             raise
-        # Refused, timed out, 404: the stream is not there now (maybe later).
-        raise DeviceNotFound(spec, [], reason=str(exc)) from exc
+        raise unreachable(spec, exc) from None
     if not container.streams.video:
         container.close()
-        raise DeviceNotFound(spec, [], reason="it has no video stream")
-    return VideoInput(
-        spec,
-        container,
-        kind=source.kind,
-        realtime=True if realtime is None else realtime,
-        passthrough=passthrough,
-        max_buffered=max_buffered,
-        start_s=start_s,
-    )
+        raise DeviceNotFound(public_url(spec), [], reason="it has no video stream")
+    return container
 
 
 def _camera_label(camera: CameraInfo) -> str:
@@ -212,30 +220,22 @@ class VideoInput(ThreadedInput[CapturedFrame]):
         passthrough: bool = False,
         max_buffered: int | None = None,
         start_s: float = 0.0,
+        url: str | None = None,
+        read_timeout_s: float | None = None,
     ) -> None:
         """Wrap an open container (``open_video`` does this; tests inject one). Never blocks.
-        ``start_s``: skip the frames before it (see :func:`open_video`)."""
+        ``start_s``: skip the frames before it (see :func:`open_video`); ``spec`` names
+        the source in messages (no password), ``url`` is what scrubs them."""
         self._container = container
         self._start_s = start_s
+        self._url = url or spec
+        self._read_timeout_s = read_timeout_s
         self._stream = container.streams.video[0]
         self._kind: SourceKind = kind
         self._live = kind in LIVE_KINDS
         self._realtime = realtime and not self._live
-        codec = self._stream.codec_context
-        self._passthrough = passthrough and codec.name == "mjpeg"
-        rate = self._stream.average_rate or self._stream.guessed_rate
-        self.info = VideoInfo(
-            spec=spec,
-            kind=kind,
-            width=codec.width,
-            height=codec.height,
-            fps=float(rate) if rate else None,
-            codec=codec.name,
-            pix_fmt=codec.pix_fmt,
-            is_live=self._live,
-            passthrough=self._passthrough,
-            duration=container.duration / av.time_base if container.duration else None,
-        )
+        self._passthrough = passthrough and self._stream.codec_context.name == "mjpeg"
+        self.info = video_info(spec, container, kind, passthrough=self._passthrough)
         maxsize = max_buffered if max_buffered is not None else (4 if self._live else 8)
         bridge: FrameBridge[CapturedFrame] = FrameBridge(
             maxsize, "drop_oldest" if self._live else "block"
@@ -313,25 +313,10 @@ class VideoInput(ThreadedInput[CapturedFrame]):
 
     def _packets(self) -> Iterator[av.Packet[VideoStream]]:
         """Demuxed packets; a live source's failure becomes ``DeviceLost``."""
-        demux = self._container.demux(self._stream)
-        while True:
-            try:
-                packet = next(demux)
-            except StopIteration:
-                break
-            except av.error.BlockingIOError:
-                # EAGAIN: no frame ready yet; the generator is spent, start a new one.
-                if self._bridge.wait_closed(RETRY_SLEEP_S):
-                    return
-                demux = self._container.demux(self._stream)
-                continue
-            except Exception as exc:
-                if self._live:
-                    raise DeviceLost(self.spec, exc) from exc
-                raise
-            yield packet
-        if self._kind in ENDLESS_KINDS:
-            raise DeviceLost(self.spec, EOFError("the camera stopped delivering frames"))
+        yield from demux_or_lost(
+            self._container, [self._stream], self._bridge, live=self._live, kind=self._kind,
+            spec=self.spec, url=self._url, read_timeout_s=self._read_timeout_s,
+        )  # fmt: skip
 
     def _decode(self, packet: av.Packet[VideoStream]) -> list[av.VideoFrame]:
         try:

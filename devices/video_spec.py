@@ -63,6 +63,7 @@ def parse_video_spec(
     fps: float | None = None,
     input_format: str | None = None,
     timeout_s: float = NETWORK_TIMEOUT_S,
+    transport: str | None = None,
 ) -> VideoSource:
     """Parse ``spec`` and attach capture options. Never blocks.
 
@@ -70,7 +71,8 @@ def parse_video_spec(
     filter graph already fixes them (write ``lavfi:testsrc2=size=320x240:rate=15``), so
     passing them there raises ``ValueError``, as does an empty spec or a non-positive
     size or rate. ``timeout_s`` bounds each blocking step of a network stream (see
-    :func:`url_timeout`; other kinds ignore it) and must be positive too.
+    :func:`url_timeout`; other kinds ignore it) and must be positive too;
+    ``transport`` is RTSP's (see :func:`url_options`).
     """
     text = spec.strip()
     if not text:
@@ -91,7 +93,9 @@ def parse_video_spec(
             return VideoSource(spec, kind, url, format="lavfi")
         if kind == "file":
             return VideoSource(spec, kind, url)
-        return VideoSource(spec, kind, url, options=url_options(url), timeout=network_timeout)
+        return VideoSource(
+            spec, kind, url, options=url_options(url, transport), timeout=network_timeout
+        )
     options: dict[str, str] = {}
     if size is not None:
         options["video_size"] = f"{size[0]}x{size[1]}"
@@ -125,11 +129,19 @@ def _split(text: str) -> tuple[SourceKind, str]:
     )
 
 
-def url_options(url: str) -> dict[str, str]:
-    """The FFmpeg options a stream ``url`` is opened with (a new dict). Pure."""
+TRANSPORTS = ("tcp", "udp")
+
+
+def url_options(url: str, transport: str | None = None) -> dict[str, str]:
+    """The FFmpeg options a stream ``url`` is opened with (a new dict). Pure.
+
+    RTSP goes over ``transport``: ``"tcp"`` by default (interleaved in the RTSP
+    connection, which survives NAT and lossy Wi-Fi, where UDP drops become smeared
+    frames), or ``"udp"``. Raises ``ValueError`` for another transport."""
+    if transport is not None and transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     if url.startswith(("rtsp://", "rtsps://")):
-        # TCP interleaving survives NAT and lossy Wi-Fi; UDP drops become smeared frames.
-        return {"rtsp_transport": "tcp"}
+        return {"rtsp_transport": transport or "tcp"}
     return {}
 
 

@@ -16,8 +16,9 @@ from mediaflow.queue import SqliteQueue, WorkQueue
 
 # A skip fails the run in CI (tests/ci_skips.py); pytester runs the plugin's own tests;
 # tests/redis_server.py runs a real redis-server (fixtures ``redis_server``, ``fresh_redis``,
-# ``durable_redis_server``).
-pytest_plugins = ["tests.ci_skips", "pytester", "tests.redis_server"]
+# ``durable_redis_server``); tests/rtsp_server.py runs GStreamer's RTSP server as a camera
+# (fixture ``rtsp_server``).
+pytest_plugins = ["tests.ci_skips", "pytester", "tests.redis_server", "tests.rtsp_server"]
 
 # -- work queue backends -------------------------------------------------------
 #

@@ -38,6 +38,8 @@ from typing import Any
 
 import pytest
 
+from tests.process_control import end_process
+
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0  # then SIGKILL
@@ -282,13 +284,7 @@ class RedisServer:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.poll() is None:
-            process.send_signal(sig)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end_process(process, sig, timeout_s)
 
 
 def launch(directory: Path, *, appendonly: bool = False) -> RedisServer:

@@ -18,7 +18,7 @@ from connectors import CameraConnector
 from connectors._jpeg import FfmpegJpegEncoder, TurboJpegEncoder, plane_views
 from connectors._segments import SegmentEncoder, SegmentJob
 from connectors._timeline import Epoch
-from connectors._video import JpegPacer
+from connectors._video_ports import JpegPacer
 from devices import DeviceNotFound, UnsupportedMode
 from mediaflow import FlowBuilder, FlowSession, load_flow
 from tests.connector_helpers import (
@@ -208,7 +208,10 @@ async def test_a_device_it_cannot_open_fails_the_flow_at_start_listing_what_exis
     [
         ({"fps": 0}, "fps must be positive"),
         ({"size": "big"}, "size must look like"),
-        ({"codec": "av1"}, "codec must be one of h264, vp8, vp9"),
+        ({"codec": "av1"}, "codec must be one of auto, h264, h265, vp8, vp9"),
+        ({"copy": True, "codec": "vp9"}, "copy = true keeps H.264 or H.265"),
+        ({"copy": False, "codec": "h265"}, "does not encode H.265"),
+        ({"transport": "quic"}, "transport must be"),
         ({"quality": 101}, "quality must be within 1-100"),
         ({"reconnect_base_s": 5, "reconnect_max_s": 1}, "reconnect delays"),
         ({"live_part_s": 0.05}, "live_part_s must be within 0.1-10 seconds"),
@@ -219,6 +222,14 @@ async def test_a_device_it_cannot_open_fails_the_flow_at_start_listing_what_exis
 def test_bad_options_are_refused_with_their_name(options: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         CameraConnector(device="/dev/video0", **options)
+
+
+def test_copying_cannot_resize_a_file_or_a_stream() -> None:
+    # A capture device's size is asked of the device; anything else is resized.
+    CameraConnector(device="/dev/video0", size="320x240", copy=True)
+    for device in ("file:x.mp4", "rtsp://127.0.0.1:8554/cam"):
+        with pytest.raises(ValueError, match="cannot resize"):
+            CameraConnector(device=device, size="320x240", copy=True)
 
 
 async def test_capture_options_on_a_virtual_camera_fail_at_start(tmp_path: Path) -> None:

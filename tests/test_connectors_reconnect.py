@@ -60,7 +60,7 @@ async def test_unplugged_camera_backs_off_reconnects_and_marks_the_gap(
         container = PacedUnplug(lavfi_container(), 20)
         return VideoInput(spec, container, kind="v4l2", realtime=False)
 
-    monkeypatch.setattr("connectors._video.open_video", open_video)
+    monkeypatch.setattr("connectors._video_request.open_video", open_video)
     flow = (
         FlowBuilder("unplug")
         .add(

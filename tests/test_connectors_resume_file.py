@@ -86,11 +86,12 @@ def test_a_file_resumes_at_the_earliest_end_of_the_ports_it_feeds() -> None:
 async def test_a_resumed_file_video_continues_where_its_segments_stopped(tmp_path: Path) -> None:
     """Images ran ahead of the segment being filled when the run crashed: the file
     continues where the segments stopped, so no frame is missing from ``video``; the
-    images after that point are emitted again (seq goes on)."""
+    images after that point are emitted again (seq goes on). Decoded and encoded
+    (``copy = false``): segments of copied packets start at keyframes instead."""
     movie = make_video(tmp_path / "movie.mp4", seconds=2.0, fps=30, size=(160, 120))
 
     def source() -> FileConnector:
-        return FileConnector(path=str(movie), realtime=False, fps=30, segment_s=0.5)
+        return FileConnector(path=str(movie), realtime=False, fps=30, segment_s=0.5, copy=False)
 
     fresh = (await run_source(source(), {}, tmp_path)).emitted
     fresh_images = [v.meta for port, v in fresh if port == "image"]

@@ -18,7 +18,7 @@ import av
 import pytest
 
 from connectors import UrlConnector
-from connectors._video import VideoRequest
+from connectors._video_request import VideoRequest
 from connectors.url import StreamAudioRequest
 from devices import NETWORK_TIMEOUT_S, AudioInput, DeviceNotFound, url_options, url_timeout
 from devices.video_spec import parse_video_spec

@@ -165,7 +165,7 @@ async def check_live_reads(tmp_path: Path, video: EncodedVideo) -> None:
         frame = await save(served, b"desk frame")
         await hold(served, "desk", frame)  # the flow the link is for exists
         for flow in ("desk", "yard"):
-            tap = HUB.tap(flow, "cam")
+            tap = HUB.open_feed(flow, "cam").tap
             for index, (data, key) in enumerate(zip(video.packets, video.keyframes, strict=True)):
                 tap(video.extradata, VideoFrame(data, 1000.0 + index / FPS, key))
         await wait_until(lambda: bool(HUB.feed("yard", "cam") and HUB.feed("yard", "cam").ready))
@@ -189,7 +189,7 @@ async def test_long_groups_of_pictures_and_short_parts_still_list_a_place_to_sta
 ) -> None:
     # Keyframes 5 s apart (the camera's segment_s), parts of 0.25 s (live_part_s).
     video = encode_video(320, 180, FPS)
-    tap = HUB.tap("desk", "cam", part_s=0.25, keyframe_s=5.0)
+    tap = HUB.open_feed("desk", "cam", part_s=0.25, keyframe_s=5.0).tap
     try:
         async with serve(tmp_path) as served:
             for index in range(int(10.6 * FPS)):

@@ -276,7 +276,7 @@ def tap_frames(tap: FrameTap, video: EncodedVideo, frames: range) -> None:
 
 async def test_a_feed_with_sound_waits_for_it_and_its_parts_carry_aac(video: EncodedVideo) -> None:
     hub = LiveHub()
-    tap = hub.tap("desk", "cam", sound_from="mic")
+    tap = hub.open_feed("desk", "cam", sound_from="mic").tap
     feed, sound = hub.feed("desk", "cam"), hub.sound("desk", "mic")
     assert feed is not None and sound.sinks == [feed]
     try:
@@ -309,7 +309,7 @@ async def test_a_feed_with_sound_waits_for_it_and_its_parts_carry_aac(video: Enc
 
 async def test_a_feed_whose_sound_cannot_be_live_goes_on_video_only(video: EncodedVideo) -> None:
     hub = LiveHub()
-    tap = hub.tap("yard", "cam", sound_from="mic")
+    tap = hub.open_feed("yard", "cam", sound_from="mic").tap
     feed, sound = hub.feed("yard", "cam"), hub.sound("yard", "mic")
     assert feed is not None
     try:

@@ -85,12 +85,27 @@ class AacEncoder:
             frame.sample_rate = self.rate
             frame.pts, frame.time_base = self._next_pts, Fraction(1, self.rate)
             self._next_pts += AAC_FRAME_SAMPLES
-            done.extend(
-                (packet.pts, bytes(packet))
-                for packet in self._context.encode(frame)
-                if packet.pts is not None
-            )
+            done.extend(self._packets(frame))
         return done
+
+    def finish(self) -> list[tuple[int, bytes]]:
+        """The frames still held: the last samples padded with silence to a whole frame,
+        and what the encoder delays. The encoder takes nothing after this."""
+        missing = -self._pending.shape[1] % AAC_FRAME_SAMPLES
+        done = []
+        if self._pending.shape[1]:
+            padding = np.zeros((self.channels, missing), dtype=np.float32)
+            done = self.encode(np.zeros((0, self.channels), dtype=np.int16))
+            self._pending = np.concatenate([self._pending, padding], axis=1)
+            done += self.encode(np.zeros((0, self.channels), dtype=np.int16))
+        return done + self._packets(None)
+
+    def _packets(self, frame: av.AudioFrame | None) -> list[tuple[int, bytes]]:
+        return [
+            (packet.pts, bytes(packet))
+            for packet in self._context.encode(frame)
+            if packet.pts is not None
+        ]
 
 
 _SILENCE: dict[tuple[int, int], tuple[AudioTrack, bytes]] = {}

@@ -90,6 +90,53 @@ def parameter_sets(data: bytes) -> tuple[list[bytes], list[bytes]]:
     return sps, pps
 
 
+def is_annexb(data: bytes) -> bool:
+    """Whether ``data`` starts with a start code (Annex B), not a NAL length (AVCC)."""
+    return data.startswith(_START_CODE) or data.startswith(b"\x00" + _START_CODE)
+
+
+def avcc_to_annexb(sample: bytes, length_size: int = 4) -> bytes:
+    """An MP4 sample (NAL units behind ``length_size``-byte lengths) as Annex B.
+
+    Raises :class:`BitstreamError` when a length runs past the end of ``sample``.
+    """
+    out = bytearray()
+    position = 0
+    while position < len(sample):
+        end = position + length_size
+        size = int.from_bytes(sample[position:end], "big")
+        if end + size > len(sample) or size == 0:
+            raise BitstreamError("a NAL length runs past the end of the sample")
+        out += b"\x00\x00\x00\x01" + sample[end : end + size]
+        position = end + size
+    return bytes(out)
+
+
+def avcc_config_to_annexb(record: bytes) -> tuple[bytes, int]:
+    """The SPS and PPS of an ``avcC`` record as Annex B, and its NAL length size.
+
+    Raises :class:`BitstreamError` for a record that ends early.
+    """
+    if len(record) < 7 or record[0] != 1:
+        raise BitstreamError("not an AVCDecoderConfigurationRecord")
+    length_size = (record[4] & 0x03) + 1
+    out = bytearray()
+    position = 5
+    for count_mask in (0x1F, 0xFF):
+        if position >= len(record):
+            raise BitstreamError("the avcC record ends early")
+        count = record[position] & count_mask
+        position += 1
+        for _ in range(count):
+            size = int.from_bytes(record[position : position + 2], "big")
+            nal = record[position + 2 : position + 2 + size]
+            if len(nal) != size:
+                raise BitstreamError("the avcC record ends early")
+            out += b"\x00\x00\x00\x01" + nal
+            position += 2 + size
+    return bytes(out), length_size
+
+
 def is_keyframe(data: bytes) -> bool:
     """Whether Annex B ``data`` holds an IDR slice, where a decoder can start."""
     return any(nal_type(nal) == NAL_IDR for nal in split_annexb(data))

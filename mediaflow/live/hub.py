@@ -1,6 +1,6 @@
 """Live feeds of this process's cameras: the parts a player reads, kept in a small window.
 
-A camera connector asks :meth:`LiveHub.tap` for its feed's entry point and hands it
+A camera connector opens its feed with :meth:`LiveHub.open_feed` and hands it
 every H.264 frame its segment encoder produces (on the encoding thread: the tap only
 schedules the frame onto the event loop, so encoding never waits for a viewer). The
 feed cuts frames into parts (:class:`~mediaflow.live.parts.PartCutter`) and keeps the
@@ -70,12 +70,24 @@ class LiveFeed:
         self.codec: str | None = None
         self._changed = asyncio.Condition()
         self._read_at = float("-inf")
+        self._last_keyframe_s: float | None = None
         self.frames = 0
 
     def tap(self, extradata: bytes, frame: VideoFrame) -> None:
         """Thread-safe: schedule ``frame`` onto the feed's loop."""
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody is left to watch
             self._loop.call_soon_threadsafe(self._take, extradata, frame)
+
+    def tap_sound(self, track: AudioTrack, frame: AudioFrame) -> None:
+        """Thread-safe: schedule an AAC ``frame`` of the camera's own sound (``track``
+        describes it) onto the feed's loop."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._take_sound, track, frame)
+
+    def _take_sound(self, track: AudioTrack, frame: AudioFrame) -> None:
+        if track != self._sound:
+            self.set_sound(track)
+        self.add_audio(frame)
 
     @property
     def ready(self) -> bool:
@@ -141,6 +153,8 @@ class LiveFeed:
 
     def _take(self, extradata: bytes, frame: VideoFrame) -> None:
         self.frames += 1
+        if frame.keyframe:
+            self._follow_keyframes(frame.time_s)
         if extradata and extradata != self._extradata:
             try:
                 self._video = VideoTrack.from_annexb(extradata)
@@ -152,6 +166,17 @@ class LiveFeed:
         if done:
             self._parts.extend(done)
             self._loop.create_task(self._notify())
+
+    def _follow_keyframes(self, time_s: float) -> None:
+        """Widen the window for a camera whose groups of pictures are longer than
+        ``keyframe_s`` (a copied stream's are the camera's own), so it keeps two."""
+        last, self._last_keyframe_s = self._last_keyframe_s, time_s
+        if last is None or time_s - last <= self.keyframe_s:
+            return
+        self.keyframe_s = time_s - last
+        window_parts = math.ceil((2 * self.keyframe_s + 2.0) / self.part_s)
+        if window_parts > (self._parts.maxlen or 0):
+            self._parts = deque(self._parts, maxlen=window_parts)
 
     def _build_init(self) -> None:
         if self._video is None or (self._wants_sound and self._sound is None):
@@ -172,41 +197,44 @@ class LiveHub:
         self._sounds: dict[tuple[str, str], LiveSound] = {}
         self._lock = threading.Lock()
 
-    def tap(
+    def open_feed(
         self,
         flow: str,
         node: str,
         sound_from: str | None = None,
         *,
+        own_sound: bool = False,
         part_s: float = DEFAULT_PART_S,
         keyframe_s: float = DEFAULT_KEYFRAME_S,
-    ) -> FrameTap:
-        """The entry point for a camera's frames; call from the event loop that owns
-        the feed (the camera's), then from any thread. A new tap starts a new feed;
-        ``sound_from`` names the node in ``flow`` whose sound it carries; the rest is
-        :class:`LiveFeed`'s."""
+    ) -> LiveFeed:
+        """A new feed for a camera; call from the event loop that owns it (the
+        camera's). The camera hands its frames to :meth:`LiveFeed.tap` from any thread.
+        ``sound_from`` names the node in ``flow`` whose sound the feed carries; with
+        ``own_sound`` instead, the camera's own AAC frames go to
+        :meth:`LiveFeed.tap_sound`; the rest is :class:`LiveFeed`'s."""
         feed = LiveFeed(
             asyncio.get_running_loop(),
             part_s=part_s,
             keyframe_s=keyframe_s,
-            sound=sound_from is not None,
+            sound=sound_from is not None or own_sound,
         )
         with self._lock:
             self._feeds[(flow, node)] = feed
         if sound_from is not None:
             self.sound(flow, sound_from).subscribe(feed)
-        return feed.tap
+        return feed
 
     def sound(self, flow: str, node: str) -> LiveSound:
         """The live sound of a microphone (made on first ask, by it or by a feed)."""
         with self._lock:
             return self._sounds.setdefault((flow, node), LiveSound(f"{flow}/{node}"))
 
-    def drop(self, flow: str, node: str, tap: FrameTap | None = None) -> None:
+    def drop(self, flow: str, node: str, tap: FrameTap | LiveFeed | None = None) -> None:
         """Forget the feed (the camera stopped); only if it is still ``tap``'s, when given."""
         with self._lock:
             feed = self._feeds.get((flow, node))
-            if feed is None or (tap is not None and getattr(tap, "__self__", None) is not feed):
+            owner = tap if isinstance(tap, LiveFeed) else getattr(tap, "__self__", None)
+            if feed is None or (tap is not None and owner is not feed):
                 return
             del self._feeds[(flow, node)]
             sounds = list(self._sounds.values())

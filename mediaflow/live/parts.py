@@ -40,11 +40,13 @@ MAX_WAITING_AUDIO = 512
 
 @dataclass(frozen=True, slots=True)
 class VideoFrame:
-    """One encoded frame: an Annex B access unit and its capture time (seconds)."""
+    """One encoded frame: an Annex B access unit and its capture time (seconds), in
+    decode order; ``offset_s`` is how much later it is shown (a camera's B-frames)."""
 
     data: bytes
     time_s: float
     keyframe: bool
+    offset_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,7 @@ class PartCutter:
         ticks = [round((f.time_s - self.origin_s) * scale) for f in frames]
         ticks.append(round((end_s - self.origin_s) * scale))
         samples = [
-            Sample(to_avcc(f.data), ticks[i + 1] - ticks[i], f.keyframe)
+            Sample(to_avcc(f.data), ticks[i + 1] - ticks[i], f.keyframe, round(f.offset_s * scale))
             for i, f in enumerate(frames)
         ]
         runs = [TrackRun(VIDEO_TRACK_ID, ticks[0], samples)]

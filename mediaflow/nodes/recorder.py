@@ -48,6 +48,7 @@ import wave
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -71,6 +72,7 @@ class _Segment:
     height: int
     codec: str
     fps: float
+    audio_codec: str | None = None  # the sound a copied camera's segment carries
 
     @property
     def end(self) -> float:
@@ -79,11 +81,12 @@ class _Segment:
     def follows(self, other: _Segment) -> bool:
         """Whether this segment continues ``other`` in one clip."""
         slack = 0.5 / self.fps
-        return (self.ref.media_type, self.codec, self.width, self.height) == (
+        return (self.ref.media_type, self.codec, self.width, self.height, self.audio_codec) == (
             other.ref.media_type,
             other.codec,
             other.width,
             other.height,
+            other.audio_codec,
         ) and abs(self.pts - other.end) <= slack
 
 
@@ -134,6 +137,7 @@ def segment_of(ref: MediaRef) -> _Segment:
         height=int(_number(meta, "height")),
         codec=str(meta.get("codec", "")),
         fps=fps,
+        audio_codec=meta["audio_codec"] if isinstance(meta.get("audio_codec"), str) else None,
     )
 
 
@@ -299,7 +303,10 @@ class RecorderNode(Node):
         folder = Path(tempfile.mkdtemp(prefix="clip-", dir=self._temp))
         try:
             out = folder / f"clip{suffix}"
-            muxed: MuxedClip = await asyncio.to_thread(mux_clip, files, media_type, audio, out)
+            copy_sound = not self._has_audio and first.audio_codec is not None
+            muxed: MuxedClip = await asyncio.to_thread(
+                partial(mux_clip, files, media_type, audio, out, copy_sound=copy_sound)
+            )
             meta = {
                 "seq": self._clip_seq,
                 "start": clip.start,

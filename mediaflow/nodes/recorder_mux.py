@@ -58,46 +58,69 @@ def container_for(media_type: str) -> tuple[str, str, dict[str, str]]:
 
 
 def mux_clip(
-    segments: Sequence[SegmentFile], media_type: str, audio: ClipAudio | None, out: Path
+    segments: Sequence[SegmentFile],
+    media_type: str,
+    audio: ClipAudio | None,
+    out: Path,
+    *,
+    copy_sound: bool = False,
 ) -> MuxedClip:
-    """Write ``segments`` (same codec and size, in order) and ``audio`` to ``out``."""
+    """Write ``segments`` (same codec and size, in order) and ``audio`` to ``out``; with
+    ``copy_sound`` (and no ``audio``), the sound the segments carry, copied."""
     fmt, audio_encoder, options = container_for(media_type)
     with av.open(str(out), "w", format=fmt, options=options) as output:
         first = segments[0]
+        sound_out: AudioStream | None = None
         with av.open(str(first.path)) as probe:
             template = probe.streams.video[0]
             video_out = output.add_stream_from_template(template)
+            if template.codec_context.name == "hevc":
+                video_out.codec_tag = "hvc1"  # what Apple's players and browsers look for
             video_codec = template.codec_context.name
-        audio_out = _audio_stream(output, audio_encoder, audio) if audio is not None else None
+            if copy_sound and audio is None and probe.streams.audio:
+                sound_out = output.add_stream_from_template(probe.streams.audio[0])
+        if audio is not None:
+            sound_out = _audio_stream(output, audio_encoder, audio)
         frames = 0
         for segment in segments:
-            frames += _copy_packets(segment, output, video_out)
-        if audio is not None and audio_out is not None:
-            _encode_audio(output, audio_out, audio)
+            frames += _copy_packets(
+                segment, output, video_out, sound_out if audio is None else None
+            )
+        if audio is not None and sound_out is not None:
+            _encode_audio(output, sound_out, audio)
     return MuxedClip(
-        video_codec, audio_out.codec_context.name if audio_out is not None else None, frames
+        video_codec, sound_out.codec_context.name if sound_out is not None else None, frames
     )
 
 
 def _copy_packets(
-    segment: SegmentFile, output: av.container.OutputContainer, stream: VideoStream
+    segment: SegmentFile,
+    output: av.container.OutputContainer,
+    stream: VideoStream,
+    sound: AudioStream | None = None,
 ) -> int:
+    """Copy ``segment``'s video (and, into ``sound``, its sound) shifted to its place in
+    the clip; the number of video packets."""
     count = 0
     with av.open(str(segment.path)) as source:
-        source_stream = source.streams.video[0]
-        time_base = source_stream.time_base
-        assert time_base is not None
-        shift = round(Fraction(segment.offset).limit_denominator(1_000_000) / time_base)
-        for packet in source.demux(source_stream):
+        targets: dict[int, VideoStream | AudioStream] = {source.streams.video[0].index: stream}
+        if sound is not None and source.streams.audio:
+            targets[source.streams.audio[0].index] = sound
+        chosen = [s for s in source.streams if s.index in targets]
+        for packet in source.demux(chosen):
             if packet.dts is None and packet.pts is None:
                 continue  # the demuxer's flush packet
+            time_base = packet.time_base
+            assert time_base is not None
+            shift = round(Fraction(segment.offset).limit_denominator(1_000_000) / time_base)
             if packet.pts is not None:
                 packet.pts += shift
             if packet.dts is not None:
                 packet.dts += shift
-            packet.stream = stream
+            target = targets[packet.stream.index]
+            packet.stream = target
             output.mux(packet)
-            count += 1
+            count += target is stream
     return count
 
 

@@ -1,0 +1,296 @@
+"""IP cameras, for real: GStreamer's RTSP server (tests/rtsp_server.py) stands in for them.
+
+A camera is recorded without re-encoding: every coded slice in a clip is the one the
+server's file holds, in order. And a camera fails the ways cameras do: it reboots,
+stalls, comes back with another resolution, or refuses a wrong password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from connectors import CameraConnector
+from connectors._copy_run import PacketRun
+from devices import CredentialsRefused
+from devices.redact import public_url
+from mediaflow import FlowBuilder, FlowSession
+from mediaflow.engine.events import Event
+from tests.connector_helpers import FAST, FlowResult, MediaSink, Until, run_flow, sink_has
+from tests.copy_helpers import find_run, h264_slices, stream_facts
+from tests.demo_process import drain
+from tests.rtsp_server import Mount, RtspServer, RtspServerFactory, rtsp_media
+
+FPS = 15
+TIMEOUT_S = 2.0  # each wait on the camera: a stall is seen after this long
+
+
+def ipcam_flow(name: str, url: str, *, transport: str = "tcp") -> FlowBuilder:
+    """A camera at ``url`` (1 s segments, a JPEG a second) recorded into 2 s clips."""
+    return (
+        FlowBuilder(name)
+        .add(
+            "cam",
+            "camera",
+            device=url,
+            fps=1,
+            segment_s=1,
+            transport=transport,
+            timeout_s=TIMEOUT_S,
+            reconnect_base_s=0.2,
+            reconnect_max_s=0.5,
+        )
+        .add("rec", "recorder", clip_s=2, inputs={"video": "cam.video"})
+        .add("clips", MediaSink, inputs={"video": "rec.video"})
+        .add("sink", MediaSink, inputs={"image": "cam.image", "video": "cam.video"})
+    )
+
+
+def clips_of(result: FlowResult) -> list[bytes]:
+    return [r.data for r in result.port("video", sink="clips")]
+
+
+def assert_runs_of(clips: list[bytes], media: Path) -> None:
+    """Each clip's slices are the file's, bit for bit, and each clip goes on where the
+    one before ended."""
+    source = h264_slices(media)
+    at: int | None = None
+    for clip in clips:
+        slices = h264_slices(clip)
+        found = find_run(slices, source)
+        assert found is not None, "a clip holds slices the camera never sent"
+        assert at is None or found == at, (found, at)
+        at = found + len(slices)
+
+
+@pytest.mark.parametrize(
+    ("video", "audio", "transport", "login"),
+    [
+        ("h264", "aac", "tcp", False),
+        ("h264", "pcmu", "udp", True),
+        ("h265", "aac", "tcp", False),
+    ],
+)
+async def test_a_camera_is_recorded_with_its_own_coded_pictures(
+    tmp_path: Path, rtsp_server: RtspServerFactory, video: str, audio: str, transport: str,
+    login: bool,
+) -> None:  # fmt: skip
+    media = rtsp_media(video, fps=FPS)  # type: ignore[arg-type]
+    user, password = ("viewer", "p@ss:w/rd") if login else (None, None)
+    server = rtsp_server(Mount(media=media, video=video, audio=audio, user=user, password=password))  # type: ignore[arg-type]
+    url = server.url(user=user, password=password)
+    flow = ipcam_flow(f"ip{video}{audio}", url, transport=transport)
+    result = await run_flow(flow, tmp_path, until=sink_has("video", 2, "clips"), timeout=40)
+    clips = clips_of(result)
+    assert_runs_of(clips, media)
+    for clip in result.port("video", sink="clips"):
+        facts = stream_facts(clip.data)
+        assert facts["video"]["first_keyframe"]
+        assert facts["video"]["decoded"] == facts["video"]["packets"] == 2 * FPS
+        assert facts["audio"]["codec"] == "aac" == clip.ref.meta["audio_codec"]
+        assert facts["audio"]["rate"] == (8000 if audio == "pcmu" else 48000)
+        assert clip.ref.meta["video_codec"] == ("hevc" if video == "h265" else "h264")
+    segments = result.port("video")
+    assert all(s.ref.meta["copied"] and s.ref.meta["device"] == public_url(url) for s in segments)
+    assert result.port("image"), "no JPEG of the camera"
+    node = result.session.node("cam")
+    assert isinstance(node, CameraConnector) and isinstance(node.video_run, PacketRun)
+    stats = node.video_run.statistics()
+    assert stats["decoded"] <= FPS + len(result.port("image"))  # keyframes, after the first GOP
+
+
+def events_of(result: FlowResult, kind: str) -> list[Event]:
+    return [e for e in result.events if e.type == kind]
+
+
+def restored_and(then: Until) -> Until:
+    return lambda events: any(e.type == "device_restored" for e in events) and then(events)
+
+
+async def fault_run(
+    tmp_path: Path, server: RtspServer, name: str, fault: Any, *, after: int = 2
+) -> FlowResult:
+    """Run a camera flow, apply ``fault(server)`` (blocking, in a thread) once a clip
+    was recorded, and go on until ``after`` clips that start after the camera came
+    back were recorded."""
+
+    def clips() -> list[Any]:
+        return [r for r in MediaSink.received.get("clips", []) if r.port == "video"]
+
+    def enough(events: list[Event]) -> bool:
+        back = [e.time for e in events if e.type == "device_restored"]
+        return bool(back) and sum(c.ref.meta["start"] >= back[0] - 1 for c in clips()) >= after
+
+    async def apply_fault() -> None:
+        while not clips():
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(fault, server)
+
+    faulting = asyncio.create_task(apply_fault())
+    try:
+        return await run_flow(ipcam_flow(name, server.url()), tmp_path, until=enough, timeout=60)
+    finally:
+        faulting.cancel()
+
+
+def reboot(server: RtspServer, *, down_s: float = 5.0, mounts: list[Mount] | None = None) -> None:
+    server.kill()
+    time.sleep(down_s)
+    server.restart(mounts)
+
+
+async def test_a_camera_that_reboots_is_lost_once_restored_once_and_recorded_on(
+    tmp_path: Path, rtsp_server: RtspServerFactory
+) -> None:
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS)))
+    result = await fault_run(tmp_path, server, "reboot", reboot)
+    lost, restored = events_of(result, "device_lost"), events_of(result, "device_restored")
+    assert len(lost) == 1 and len(restored) == 1
+    assert restored[0].data["down_s"] >= 4.5  # it was off for 5 s
+    segments = [s.ref.meta for s in result.port("video")]
+    marked = [m for m in segments if m.get("discontinuity")]
+    assert len(marked) == 1 and marked[0]["gap_s"] >= 4.0
+    assert [m["seq"] for m in segments] == list(range(len(segments)))
+    after = [
+        c
+        for c in result.port("video", sink="clips")
+        if c.ref.meta["start"] >= marked[0]["captured_at"]
+    ]
+    assert len(after) >= 2
+    for clip in result.port("video", sink="clips"):
+        facts = stream_facts(clip.data)
+        assert facts["video"]["decoded"] == facts["video"]["packets"]
+
+
+def stall(server: RtspServer) -> None:
+    server.pause()
+    time.sleep(TIMEOUT_S + 2.0)
+    server.resume()
+
+
+async def test_a_camera_that_stalls_times_out_and_is_reconnected(
+    tmp_path: Path, rtsp_server: RtspServerFactory
+) -> None:
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS)))
+    result = await fault_run(tmp_path, server, "stall", stall, after=1)
+    lost = events_of(result, "device_lost")
+    assert len(lost) == 1 and "nothing received for 2 s" in lost[0].data["error"]
+    assert len(events_of(result, "device_restored")) == 1
+
+
+async def test_a_camera_back_with_another_resolution_starts_new_segments_and_clips(
+    tmp_path: Path, rtsp_server: RtspServerFactory
+) -> None:
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS)))
+    smaller = [Mount(media=rtsp_media("h264", size=(160, 120), fps=FPS))]
+    result = await fault_run(
+        tmp_path, server, "resize", lambda s: reboot(s, down_s=1.0, mounts=smaller)
+    )
+    sizes = [(s.ref.meta["width"], s.ref.meta["height"]) for s in result.port("video")]
+    assert sizes[0] == (320, 240) and sizes[-1] == (160, 120)
+    assert sorted(set(sizes)) == [(160, 120), (320, 240)]
+    clips = result.port("video", sink="clips")
+    for clip in clips:
+        facts = stream_facts(clip.data)  # each clip plays, whole, at one size
+        assert facts["video"]["decoded"] == facts["video"]["packets"] > 0
+        assert (facts["video"]["width"], facts["video"]["height"]) == (
+            clip.ref.meta["width"], clip.ref.meta["height"],
+        )  # fmt: skip
+    assert (clips[-1].ref.meta["width"], clips[-1].ref.meta["height"]) == (160, 120)
+
+
+async def test_a_wrong_password_fails_the_flow_naming_the_camera_without_it(
+    tmp_path: Path, rtsp_server: RtspServerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS), user="admin", password="right"))
+    url = server.url(user="admin", password="wr0ng-s3cret")
+    session = FlowSession(ipcam_flow("badlogin", url).build(), tmp_path, settings=FAST)
+    with pytest.raises(CredentialsRefused) as refused:
+        await session.start()
+    message = str(refused.value)
+    assert f"rtsp://admin@127.0.0.1:{server.port}/cam refused the credentials" in message
+    assert "401" in message
+    assert "wr0ng-s3cret" not in message + caplog.text
+
+
+async def test_a_camera_password_never_reaches_logs_events_the_api_or_metrics(
+    tmp_path: Path, rtsp_server: RtspServerFactory
+) -> None:
+    """``mediaflow run`` as a user runs it, with a camera URL holding a password; the
+    camera reboots once (its loss and return are logged and published as events)."""
+    secret = "Sup3r-S3cret"
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS), user="admin", password=secret))
+    url = server.url(user="admin", password=secret)
+    flow = tmp_path / "secret.toml"
+    flow.write_text(
+        '[flow]\nname = "secret"\n\n[[node]]\nid = "cam"\nconnector = "camera"\n'
+        f'device = "{url}"\nfps = 1\nsegment_s = 1\ntimeout_s = {TIMEOUT_S}\n'
+        "reconnect_base_s = 0.2\nreconnect_max_s = 0.5\n\n"
+        '[[node]]\nid = "rec"\nuse = "recorder"\nclip_s = 2\ninputs = { video = "cam.video" }\n'
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mediaflow", "run", str(flow), "--port", "0",
+        "--data", str(tmp_path / "data"), "--for", "60",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None and proc.stdout is not None
+    log: list[bytes] = []
+    answers: list[str] = []
+    reader: asyncio.Task[None] | None = None
+    try:
+        base = await serving_url(proc.stderr, log)
+        reader = asyncio.create_task(drain(proc.stderr, log))
+        async with aiohttp.ClientSession() as client:
+            await wait_for_segments(client, base, at_least=2)
+            await asyncio.to_thread(reboot, server, down_s=1.0)
+            while not any(b"device_restored" in line for line in log):
+                await asyncio.sleep(0.1)
+            await wait_for_segments(client, base, at_least=4)
+            for path in ("/api/flows", "/api/flows/secret", "/metrics", "/live/secret/cam.m3u8"):
+                async with client.get(base + path) as answer:
+                    assert answer.status == 200, path
+                    answers.append(await answer.text())
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        await asyncio.wait_for(proc.wait(), 30)
+        if reader is not None:
+            await reader
+    text = b"".join(log).decode(errors="replace") + (await proc.stdout.read()).decode()
+    assert b"device_lost" in b"".join(log) and "rtsp://admin@127.0.0.1" in text
+    assert "rtsp://admin@127.0.0.1" in answers[1]  # the camera is named, without it
+    for seen in (text, *answers):
+        assert secret not in seen
+    for stored in (tmp_path / "data").rglob("*"):
+        assert not stored.is_file() or secret.encode() not in stored.read_bytes(), stored
+
+
+async def serving_url(stderr: asyncio.StreamReader, log: list[bytes]) -> str:
+    while True:
+        line = await asyncio.wait_for(stderr.readline(), 30)
+        assert line, b"mediaflow exited before serving:\n" + b"".join(log)
+        log.append(line)
+        found = re.search(rb"serving on (http://127\.0\.0\.1:\d+)", line)
+        if found:
+            return found.group(1).decode()
+
+
+async def wait_for_segments(client: aiohttp.ClientSession, base: str, at_least: int) -> None:
+    """Until the camera's ``video`` port has emitted ``at_least`` segments."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while asyncio.get_running_loop().time() < deadline:
+        async with client.get(base + "/api/flows/secret") as answer:
+            if answer.status == 200:
+                nodes = {n["id"]: n for n in (await answer.json())["nodes"]}
+                if nodes["cam"]["outputs"]["video"].get("seq", -1) + 1 >= at_least:
+                    return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"fewer than {at_least} segments in 30 s")
