@@ -33,6 +33,7 @@ from av.container.input import InputContainer
 from av.stream import Stream
 
 from devices.bridge import BridgeStatistics, FrameBridge
+from devices.capture_clock import BurstHold, CaptureClock
 from devices.codecs import audio_plan
 from devices.errors import BridgeOverflow
 from devices.pacing import Pacer
@@ -46,11 +47,6 @@ Media = Literal["video", "audio"]
 Dated: TypeAlias = "tuple[av.Packet[Any], int, int, Fraction]"
 LIVE_PACKETS = 512  # ~6 s of a 30 fps camera with sound before anything is skipped
 FILE_PACKETS = 64
-# How far the capture clock may run behind arrival, as the least lag seen over a while,
-# before it is moved forward: a camera clock slower than this machine's (ppm of drift),
-# or a stream that restarted its timestamps.
-MAX_CLOCK_LAG_S = 1.0
-CLOCK_WINDOW = 256  # packets over which that least lag is taken
 EARLY_SOUND = 256  # sound packets kept while waiting for the first keyframe (~5 s of AAC)
 
 
@@ -133,40 +129,6 @@ def stream_templates(container: InputContainer, audio: bool) -> StreamTemplates:
     )
 
 
-class CaptureClock:
-    """Wall-clock capture times from a source's own timestamps. Pure.
-
-    A packet's capture time is an anchor plus its media time, so jitter in delivery
-    (a network burst, a reader that was busy) does not move it. The anchor follows
-    the earliest deliveries: a packet cannot have been captured after it arrived, so
-    one that would be pulls the anchor back; and when even the least lag over the last
-    ``window`` packets exceeds ``max_lag_s`` (a slower source clock), the anchor moves
-    forward by that much. Times never go back per stream (``key``): the packets a
-    server sends in a burst when a client connects are older than the anchor they
-    set, and keep their order, bunched at the start, instead.
-    """
-
-    def __init__(self, max_lag_s: float = MAX_CLOCK_LAG_S, window: int = CLOCK_WINDOW) -> None:
-        self.max_lag_s = max_lag_s
-        self._anchor: float | None = None  # wall clock of media time 0
-        self._lags: deque[float] = deque(maxlen=window)
-        self._latest: dict[str, float] = {}
-
-    def captured_at(self, media_s: float, arrived_at: float, key: str = "") -> float:
-        """The capture time of media time ``media_s``, which arrived at ``arrived_at``."""
-        if self._anchor is None or self._anchor + media_s > arrived_at:
-            self._anchor = arrived_at - media_s
-            self._lags.clear()
-        lag = arrived_at - (self._anchor + media_s)
-        self._lags.append(lag)
-        if len(self._lags) == self._lags.maxlen and min(self._lags) > self.max_lag_s:
-            self._anchor += min(self._lags)
-            self._lags.clear()
-        at = max(self._anchor + media_s, self._latest.get(key, float("-inf")))
-        self._latest[key] = at
-        return at
-
-
 class _Timing:
     """One stream's timestamps with the gaps a source leaves filled in. Pure.
 
@@ -245,6 +207,7 @@ class PacketInput(ThreadedInput[CapturedPacket]):
         super().__init__(spec, bridge)
         self._produced = 0
         self._skipped = 0
+        self._skipping_video = False  # a video packet was skipped: until the next keyframe
 
     @property
     def has_audio(self) -> bool:
@@ -262,28 +225,45 @@ class PacketInput(ThreadedInput[CapturedPacket]):
     def _produce(self, bridge: FrameBridge[CapturedPacket]) -> None:
         pacer = Pacer(bridge.wait_closed) if self._realtime else None
         clock = CaptureClock()
-        skipping_video = False
+        # What a live source sent while it was being opened comes out of FFmpeg's buffer
+        # at once: held until reading first waits, when the clock knows how old it is.
+        hold = BurstHold[CapturedPacket](enabled=self._live)
+        packets = self._timed()
         try:
-            for packet in self._timed():
+            while True:
+                asked = time.monotonic()
+                packet = next(packets, None)
+                if packet is None:
+                    break
                 if pacer is not None:
                     pacer.wait_until(packet.dts_s)
-                if skipping_video and packet.media == "video":
-                    if not packet.keyframe:
-                        self._skipped += 1
-                        continue
-                    skipping_video = False
-                # Clocked in decode order (rising even with B-frames), shown pts - dts later.
-                decoded_at = clock.captured_at(packet.dts_s, time.time(), packet.media)
-                stamped = _with_capture_time(packet, decoded_at + packet.pts_s - packet.dts_s)
-                try:
-                    bridge.put(stamped)
-                except BridgeOverflow:
-                    self._skipped += 1
-                    skipping_video = skipping_video or packet.media == "video"
-                    continue
-                self._produced += 1
+                # Clocked in decode order (rising even with B-frames).
+                clock.observe(packet.dts_s, time.time())
+                for ready in hold.take(packet, time.monotonic() - asked):
+                    self._deliver(bridge, ready, clock)
+            for ready in hold.flush():
+                self._deliver(bridge, ready, clock)
         finally:
             self._container.close()
+
+    def _deliver(
+        self, bridge: FrameBridge[CapturedPacket], packet: CapturedPacket, clock: CaptureClock
+    ) -> None:
+        """Stamp ``packet`` with its capture time and hand it over, or skip it when the
+        consumer is too far behind (video until its next keyframe)."""
+        if self._skipping_video and packet.media == "video":
+            if not packet.keyframe:
+                self._skipped += 1
+                return
+            self._skipping_video = False
+        decoded_at = clock.time_of(packet.dts_s, packet.media)
+        try:
+            bridge.put(_with_capture_time(packet, decoded_at + packet.pts_s - packet.dts_s))
+        except BridgeOverflow:
+            self._skipped += 1
+            self._skipping_video = self._skipping_video or packet.media == "video"
+            return
+        self._produced += 1
 
     def _timed(self) -> Iterator[CapturedPacket]:
         """Every packet from the first video keyframe on (nothing decodes before it: a

@@ -9,6 +9,7 @@ checks are exact and quick.
 from __future__ import annotations
 
 import heapq
+import time
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from connectors import CameraConnector
 from connectors._copy_run import PacketRun
+from connectors._copy_segments import PacketSegmenter
 from mediaflow import FlowBuilder
 from tests.connector_helpers import MediaSink, make_video, run_flow
 from tests.copy_helpers import find_run, h264_slices, stream_facts
@@ -177,3 +179,36 @@ async def test_copy_false_decodes_and_encodes_an_h264_source(tmp_path: Path) -> 
     assert metas and not any(m.get("copied") for m in metas)
     source = set(h264_slices(media))
     assert not source & set(h264_slices(result.port("video")[0].data))  # encoded anew
+
+
+async def test_a_segment_lane_that_falls_behind_skips_to_the_next_keyframe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Copied pictures cannot be skipped one by one (the rest of their group would not
+    decode): a full lane skips from the refused picture to the next keyframe, which
+    starts a new segment after a marked gap. Every segment still decodes whole."""
+    push = PacketSegmenter.push
+
+    def slow_push(self: PacketSegmenter, job: Any) -> Any:
+        time.sleep(0.03)  # ~33 packets/s, fed ~62 (15 fps and 47 AAC frames a second)
+        return push(self, job)
+
+    monkeypatch.setattr(PacketSegmenter, "push", slow_push)
+    monkeypatch.setattr("connectors._copy_run.SEGMENT_LANE_S", 0.1)
+    media = rtsp_media("h264", fps=FPS, seconds=6.0, gop_s=1.0)
+    flow = FlowBuilder("copyslow").add(
+        "cam", "camera", device=f"file:{media}", segment_s=1, video=True, image=False
+    )
+    flow = flow.add("sink", MediaSink, inputs={"video": "cam.video"})
+    result = await run_flow(flow, tmp_path, timeout=60)
+    stats = run_of(result).statistics()
+    assert stats["skipped"]["video"] > 30, stats
+    segments = result.port("video")
+    marked = [s.ref.meta for s in segments if s.ref.meta.get("discontinuity")]
+    assert marked and all(m["gap_s"] > 0 for m in marked)
+    assert [s.ref.meta["seq"] for s in segments] == list(range(len(segments)))
+    for segment in segments:
+        facts = stream_facts(segment.data)["video"]
+        assert facts["first_keyframe"] and facts["decoded"] == facts["packets"]
+    reports = result.of_type("frames_skipped")
+    assert reports and reports[-1].data["video"] == stats["skipped"]["video"]

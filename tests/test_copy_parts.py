@@ -13,7 +13,8 @@ from connectors._copy_pictures import PictureChoice, PictureChooser
 from connectors._copy_segments import Interleaver, PacketJob
 from connectors._timeline import Epoch
 from devices import CapturedPacket, CredentialsRefused, DeviceNotFound
-from devices.packet_input import CaptureClock, _Timing
+from devices.capture_clock import BurstHold, CaptureClock
+from devices.packet_input import _Timing
 from devices.redact import public_url, scrub
 from devices.stream_reading import StreamError, clean_error, unreachable
 from mediaflow.live.h264 import (
@@ -130,6 +131,21 @@ def test_capture_clock_follows_the_earliest_arrivals_and_never_goes_back() -> No
     assert clock.captured_at(2.1, 100.2) == pytest.approx(100.1)
     # Late by network jitter: placed by its own timestamp, not when it arrived.
     assert clock.captured_at(2.2, 100.5) == pytest.approx(100.2)
+
+
+def test_a_burst_is_held_until_a_read_waits_then_timed_by_its_end() -> None:
+    """Two seconds a camera sent while it was being opened come out of FFmpeg's buffer
+    at once: placed by the anchor their last packet sets, they keep their spacing."""
+    clock, hold = CaptureClock(), BurstHold[float](buffered_read_s=0.002)
+    released: list[float] = []
+    arrivals = [(media / 10, 100.0, 0.00001) for media in range(21)]  # 0-2 s, all at 100
+    arrivals.append((2.1, 100.1, 0.09))  # the first read that waited: the network's pace
+    for media, arrived, read_s in arrivals:
+        clock.observe(media, arrived)
+        released += [clock.time_of(m) for m in hold.take(media, read_s)]
+    assert released == pytest.approx([98.0 + m / 10 for m in range(22)])
+    assert hold.take(2.2, 0.0) == [2.2]  # settled: nothing is held any more
+    assert BurstHold[int](enabled=False).take(1, 0.0) == [1]
 
 
 def test_capture_clock_moves_forward_for_a_slow_source_clock() -> None:

@@ -22,8 +22,9 @@ from connectors import CameraConnector
 from connectors._copy_run import PacketRun
 from devices import CredentialsRefused
 from devices.redact import public_url
-from mediaflow import FlowBuilder, FlowSession
+from mediaflow import FlowBuilder, FlowSession, cli
 from mediaflow.engine.events import Event
+from mediaflow.live.hub import HUB
 from tests.connector_helpers import FAST, FlowResult, MediaSink, Until, run_flow, sink_has
 from tests.copy_helpers import find_run, h264_slices, stream_facts
 from tests.demo_process import drain
@@ -294,3 +295,52 @@ async def wait_for_segments(client: aiohttp.ClientSession, base: str, at_least: 
                     return
         await asyncio.sleep(0.2)
     raise AssertionError(f"fewer than {at_least} segments in 30 s")
+
+
+async def test_the_live_view_plays_the_cameras_own_pictures_and_sound(
+    tmp_path: Path, rtsp_server: RtspServerFactory
+) -> None:
+    """The live parts of a copied camera hold its slices as it sent them, and its AAC:
+    an HLS player (PyAV reading the init segment and the parts back to back) decodes
+    both."""
+    media = rtsp_media("h264", fps=FPS)
+    server = rtsp_server(Mount(media=media))
+    flow = FlowBuilder("livecopy").add(
+        "cam", "camera", device=server.url(), segment_s=1, timeout_s=TIMEOUT_S, video=True
+    )
+    seen: list[bytes] = []
+
+    def enough_parts(_: list[Event]) -> bool:
+        feed = HUB.feed("livecopy", "cam")
+        parts = feed.parts if feed is not None else []
+        starts = [i for i, part in enumerate(parts) if part.independent]
+        if feed is None or feed.init is None or len(starts) < 2:
+            return False
+        seen[:] = [feed.init, *(part.data for part in parts[starts[0] : starts[-1]])]
+        return True
+
+    await run_flow(flow, tmp_path, until=enough_parts, timeout=40)
+    stream = b"".join(seen)
+    assert find_run(h264_slices(stream), h264_slices(media)) is not None
+    facts = stream_facts(stream)
+    assert facts["video"]["decoded"] == facts["video"]["packets"] >= FPS
+    assert facts["audio"]["codec"] == "aac" and facts["audio"]["decoded"] > 0
+
+
+def test_devices_probe_says_what_a_camera_offers_without_its_password(
+    rtsp_server: RtspServerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = rtsp_server(
+        Mount(media=rtsp_media("h264", fps=FPS), audio="pcmu", user="u", password="pw-0f-cam")
+    )
+    url = server.url(user="u", password="pw-0f-cam")
+    assert cli.main(["devices", "--probe", url, "--listen", "3"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"rtsp://u@127.0.0.1:{server.port}/cam" and "pw-0f-cam" not in out
+    assert "h264" in lines[1] and "320x240  15 fps  keyframe every 1.00 s (15 frames)" in lines[1]
+    assert lines[1].endswith("-> copied as it is")
+    assert (
+        lines[2].startswith("  audio  pcm_mulaw  8000 Hz mono")
+        and "encoded to AAC once" in lines[2]
+    )
