@@ -138,16 +138,21 @@ class PacketRun(VideoPortsRun[PacketInput]):
     async def consume(self, source: PacketInput) -> None:
         self._open_input = source
         epoch: Epoch | None = None
+        video_skips = 0
         try:
             async for packet in source:
                 if self.ctx.stopping():
                     return
                 if epoch is None:
                     epoch = self.timeline.begin()
+                if source.video_skips != video_skips and packet.media == "video":
+                    # The device bridge skipped pictures, up to this keyframe: a marked gap.
+                    video_skips = source.video_skips
+                    epoch = self._split(epoch, packet.pts_s + epoch.offset)
                 epoch = await self._hand_off(packet, epoch, source)
                 self.skips.update(self.skipped())
         finally:
-            self._skipped_closed += source.statistics().skipped
+            self._skipped_closed += source.skipped
             self._open_input = None
 
     async def _hand_off(self, packet: CapturedPacket, epoch: Epoch, source: PacketInput) -> Epoch:
@@ -182,6 +187,10 @@ class PacketRun(VideoPortsRun[PacketInput]):
             self._skipped_video += 1
             return epoch
         self._refused_video = False
+        return self._split(epoch, pts)
+
+    def _split(self, epoch: Epoch, pts: float) -> Epoch:
+        """A new epoch at ``pts`` after pictures were skipped since the last one handed on."""
         gap = pts - (self._last_video_pts if self._last_video_pts is not None else pts)
         return self.timeline.split(epoch, max(0.0, gap))
 
@@ -189,7 +198,7 @@ class PacketRun(VideoPortsRun[PacketInput]):
         """Packets skipped so far: at capture (the device bridge) and per lane."""
         capture = self._skipped_closed
         if self._open_input is not None:
-            capture += self._open_input.statistics().skipped
+            capture += self._open_input.skipped
         return {"capture": capture, "jpeg": self._skipped_jpeg, "video": self._skipped_video}
 
     def statistics(self) -> dict[str, Any]:

@@ -208,10 +208,22 @@ class PacketInput(ThreadedInput[CapturedPacket]):
         self._produced = 0
         self._skipped = 0
         self._skipping_video = False  # a video packet was skipped: until the next keyframe
+        self._video_skips = 0
 
     @property
     def has_audio(self) -> bool:
         return self.templates.audio_codec is not None
+
+    @property
+    def skipped(self) -> int:
+        """Packets skipped so far for a slow consumer (read on the event loop: a plain
+        int the producer thread counts up)."""
+        return self._skipped
+
+    @property
+    def video_skips(self) -> int:
+        """How many times video was skipped (each time up to its next keyframe)."""
+        return self._video_skips
 
     def statistics(self) -> PacketStatistics:
         """Counters; never blocks."""
@@ -261,7 +273,9 @@ class PacketInput(ThreadedInput[CapturedPacket]):
             bridge.put(_with_capture_time(packet, decoded_at + packet.pts_s - packet.dts_s))
         except BridgeOverflow:
             self._skipped += 1
-            self._skipping_video = self._skipping_video or packet.media == "video"
+            if packet.media == "video" and not self._skipping_video:
+                self._skipping_video = True
+                self._video_skips += 1
             return
         self._produced += 1
 

@@ -8,11 +8,14 @@ checks are exact and quick.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+import itertools
 import time
+from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import av
 import pytest
@@ -20,12 +23,15 @@ import pytest
 from connectors import CameraConnector
 from connectors._copy_run import PacketRun
 from connectors._copy_segments import PacketSegmenter
+from devices import CapturedPacket, PacketInput
+from devices.video_info import video_info
 from mediaflow import FlowBuilder
 from tests.connector_helpers import MediaSink, make_video, run_flow
 from tests.copy_helpers import find_run, h264_slices, stream_facts
 from tests.rtsp_server import rtsp_media
 
 FPS = 15
+T = TypeVar("T")
 
 
 def copy_flow(name: str, device: str, *, read: tuple[str, ...], clip_s: float | None = None,
@@ -212,3 +218,46 @@ async def test_a_segment_lane_that_falls_behind_skips_to_the_next_keyframe(
         assert facts["first_keyframe"] and facts["decoded"] == facts["packets"]
     reports = result.of_type("frames_skipped")
     assert reports and reports[-1].data["video"] == stats["skipped"]["video"]
+
+
+async def aenumerate(items: AsyncIterator[T]) -> AsyncIterator[tuple[int, T]]:
+    count = 0
+    async for item in items:
+        yield count, item
+        count += 1
+
+
+class PacedDemux:
+    """A real container whose packets come at ``rate`` a second, as a network's do."""
+
+    def __init__(self, inner: Any, rate: float) -> None:
+        self._inner = inner
+        self._gap = 1 / rate
+
+    def demux(self, *args: Any) -> Any:
+        for packet in self._inner.demux(*args):
+            time.sleep(self._gap)
+            yield packet
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def test_a_live_source_read_too_slowly_skips_video_to_its_next_keyframe() -> None:
+    """The device bridge of a live source drops what the reader cannot take: video up to
+    its next keyframe, so every picture handed on can be decoded; each skip is counted."""
+    media = rtsp_media("h264", fps=FPS, seconds=4.0, gop_s=1.0)
+    container = PacedDemux(av.open(str(media)), rate=100)
+    info = video_info("test", container, "url", passthrough=False)
+    source = PacketInput("test", container, kind="url", info=info, realtime=False, max_buffered=8)
+    video: list[CapturedPacket] = []
+    async with source:
+        async for count, packet in aenumerate(source):
+            if packet.media == "video":
+                video.append(packet)
+            await asyncio.sleep(0.05 if 20 <= count < 40 else 0)  # a reader that lags a while
+    assert source.video_skips >= 1 and source.skipped > 0
+    frame = 1 / FPS
+    resumed = [b for a, b in itertools.pairwise(video) if b.dts_s - a.dts_s > 1.5 * frame]
+    assert resumed and all(p.keyframe for p in resumed)
+    assert len(video) > 2 * FPS  # it caught up
