@@ -8,12 +8,9 @@ stalls, comes back with another resolution, or refuses a wrong password.
 from __future__ import annotations
 
 import asyncio
-import re
-import signal
-import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
@@ -25,10 +22,14 @@ from devices.redact import public_url
 from mediaflow import FlowBuilder, FlowSession, cli
 from mediaflow.engine.events import Event
 from mediaflow.live.hub import HUB
-from tests.connector_helpers import FAST, FlowResult, MediaSink, Until, run_flow, sink_has
+from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
+from tests.connector_helpers import FAST, FlowResult, MediaSink, run_flow, sink_has
 from tests.copy_helpers import find_run, h264_slices, stream_facts
-from tests.demo_process import drain
+from tests.flow_process import running_flow, wait_for_emitted
 from tests.rtsp_server import Mount, RtspServer, RtspServerFactory, rtsp_media
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 FPS = 15
 TIMEOUT_S = 2.0  # each wait on the camera: a stall is seen after this long
@@ -110,10 +111,6 @@ async def test_a_camera_is_recorded_with_its_own_coded_pictures(
 
 def events_of(result: FlowResult, kind: str) -> list[Event]:
     return [e for e in result.events if e.type == kind]
-
-
-def restored_and(then: Until) -> Until:
-    return lambda events: any(e.type == "device_restored" for e in events) and then(events)
 
 
 async def fault_run(
@@ -222,6 +219,17 @@ async def test_a_wrong_password_fails_the_flow_naming_the_camera_without_it(
     assert "wr0ng-s3cret" not in message + caplog.text
 
 
+def camera_flow_file(path: Path, name: str, url: str) -> Path:
+    """A flow file of a camera at ``url`` recorded into 2 s clips."""
+    path.write_text(
+        f'[flow]\nname = "{name}"\n\n[[node]]\nid = "cam"\nconnector = "camera"\n'
+        f'device = "{url}"\nfps = 1\nsegment_s = 1\ntimeout_s = {TIMEOUT_S}\n'
+        "reconnect_base_s = 0.2\nreconnect_max_s = 0.5\n\n"
+        '[[node]]\nid = "rec"\nuse = "recorder"\nclip_s = 2\ninputs = { video = "cam.video" }\n'
+    )
+    return path
+
+
 async def test_a_camera_password_never_reaches_logs_events_the_api_or_metrics(
     tmp_path: Path, rtsp_server: RtspServerFactory
 ) -> None:
@@ -230,43 +238,20 @@ async def test_a_camera_password_never_reaches_logs_events_the_api_or_metrics(
     secret = "Sup3r-S3cret"
     server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS), user="admin", password=secret))
     url = server.url(user="admin", password=secret)
-    flow = tmp_path / "secret.toml"
-    flow.write_text(
-        '[flow]\nname = "secret"\n\n[[node]]\nid = "cam"\nconnector = "camera"\n'
-        f'device = "{url}"\nfps = 1\nsegment_s = 1\ntimeout_s = {TIMEOUT_S}\n'
-        "reconnect_base_s = 0.2\nreconnect_max_s = 0.5\n\n"
-        '[[node]]\nid = "rec"\nuse = "recorder"\nclip_s = 2\ninputs = { video = "cam.video" }\n'
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mediaflow", "run", str(flow), "--port", "0",
-        "--data", str(tmp_path / "data"), "--for", "60",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None and proc.stdout is not None
-    log: list[bytes] = []
+    flow = camera_flow_file(tmp_path / "secret.toml", "secret", url)
     answers: list[str] = []
-    reader: asyncio.Task[None] | None = None
-    try:
-        base = await serving_url(proc.stderr, log)
-        reader = asyncio.create_task(drain(proc.stderr, log))
-        async with aiohttp.ClientSession() as client:
-            await wait_for_segments(client, base, at_least=2)
-            await asyncio.to_thread(reboot, server, down_s=1.0)
-            while not any(b"device_restored" in line for line in log):
-                await asyncio.sleep(0.1)
-            await wait_for_segments(client, base, at_least=4)
-            for path in ("/api/flows", "/api/flows/secret", "/metrics", "/live/secret/cam.m3u8"):
-                async with client.get(base + path) as answer:
-                    assert answer.status == 200, path
-                    answers.append(await answer.text())
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGINT)
-        await asyncio.wait_for(proc.wait(), 30)
-        if reader is not None:
-            await reader
-    text = b"".join(log).decode(errors="replace") + (await proc.stdout.read()).decode()
-    assert b"device_lost" in b"".join(log) and "rtsp://admin@127.0.0.1" in text
+    async with running_flow(flow, tmp_path / "data") as run, aiohttp.ClientSession() as client:
+        await wait_for_emitted(client, run.url, "secret", "cam", "video", 2)
+        await asyncio.to_thread(reboot, server, down_s=1.0)
+        while not run.logged(b"device_restored"):
+            await asyncio.sleep(0.1)
+        await wait_for_emitted(client, run.url, "secret", "cam", "video", 4)
+        for path in ("/api/flows", "/api/flows/secret", "/metrics", "/live/secret/cam.m3u8"):
+            async with client.get(run.url + path) as answer:
+                assert answer.status == 200, path
+                answers.append(await answer.text())
+    text = (b"".join(run.log) + run.output).decode(errors="replace")
+    assert run.logged(b"device_lost") and "rtsp://admin@127.0.0.1" in text
     assert "rtsp://admin@127.0.0.1" in answers[1]  # the camera is named, without it
     for seen in (text, *answers):
         assert secret not in seen
@@ -274,27 +259,30 @@ async def test_a_camera_password_never_reaches_logs_events_the_api_or_metrics(
         assert not stored.is_file() or secret.encode() not in stored.read_bytes(), stored
 
 
-async def serving_url(stderr: asyncio.StreamReader, log: list[bytes]) -> str:
-    while True:
-        line = await asyncio.wait_for(stderr.readline(), 30)
-        assert line, b"mediaflow exited before serving:\n" + b"".join(log)
-        log.append(line)
-        found = re.search(rb"serving on (http://127\.0\.0\.1:\d+)", line)
-        if found:
-            return found.group(1).decode()
-
-
-async def wait_for_segments(client: aiohttp.ClientSession, base: str, at_least: int) -> None:
-    """Until the camera's ``video`` port has emitted ``at_least`` segments."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while asyncio.get_running_loop().time() < deadline:
-        async with client.get(base + "/api/flows/secret") as answer:
-            if answer.status == 200:
-                nodes = {n["id"]: n for n in (await answer.json())["nodes"]}
-                if nodes["cam"]["outputs"]["video"].get("seq", -1) + 1 >= at_least:
-                    return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"fewer than {at_least} segments in 30 s")
+async def test_the_wall_plays_a_copied_camera_live_with_its_sound(
+    tmp_path: Path, rtsp_server: RtspServerFactory, page: Page
+) -> None:
+    """Chromium's Media Source Extensions take the live parts made of a camera's own
+    H.264 (Annex B over RTSP, as MP4 samples) and AAC."""
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS)))
+    flow = camera_flow_file(tmp_path / "wall.toml", "wall", server.url())
+    video = "[data-widget='cam.video'] video"
+    async with running_flow(flow, tmp_path / "data") as run:
+        await page.goto(run.url + "/")
+        await page.wait_for_selector(f"{video}[data-live='playing']", timeout=30_000)
+        first = await page.eval_on_selector(video, "v => v.currentTime")
+        await asyncio.sleep(2.0)
+        state = await page.eval_on_selector(
+            video,
+            """v => ({time: v.currentTime, width: v.videoWidth, codecs: v.dataset.codecs,
+                      frames: v.getVideoPlaybackQuality().totalVideoFrames,
+                      sound: v.webkitAudioDecodedByteCount, error: v.dataset.error || null})""",
+        )
+        errors = page_errors(page)  # before the server stops under the page
+    assert state["codecs"].startswith("avc1.") and state["codecs"].endswith(",mp4a.40.2"), state
+    assert state["width"] == 320 and state["frames"] > FPS and state["sound"] > 0, state
+    assert state["time"] > first + 1.0 and state["error"] is None, state
+    assert errors == []
 
 
 async def test_the_live_view_plays_the_cameras_own_pictures_and_sound(
