@@ -21,8 +21,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from connectors._copy_jobs import PacketJob
 from connectors._copy_pictures import PictureChooser, PictureJob, PictureWork
-from connectors._copy_segments import PacketJob, PacketSegmenter
+from connectors._copy_segments import PacketSegmenter
 from connectors._jpeg import make_jpeg_encoder
 from connectors._lanes import EncodeLane
 from connectors._reconnect import Reconnect

@@ -25,20 +25,19 @@ from __future__ import annotations
 
 import io
 import logging
-from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 
 import av
-import numpy as np
 from av.container import OutputContainer
 from av.stream import Stream
 
+from connectors._copy_jobs import Interleaver, PacketJob
+from connectors._copy_sound import SoundToAac
 from connectors._segments import EncodedSegment
 from connectors._timeline import Epoch
 from devices import CapturedPacket, StreamTemplates
 from devices.codecs import COPY_VIDEO
-from mediaflow.live.audio import AAC_RATES, AacEncoder
 from mediaflow.live.fmp4 import AudioTrack
 from mediaflow.live.h264 import (
     BitstreamError,
@@ -48,154 +47,12 @@ from mediaflow.live.h264 import (
     parameter_sets,
 )
 from mediaflow.live.hub import LiveFeed
-from mediaflow.live.parts import AAC_FRAME_SAMPLES, AudioFrame, VideoFrame
+from mediaflow.live.parts import AudioFrame, VideoFrame
 
 log = logging.getLogger(__name__)
 
 FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof"}
-# How long one medium may wait for the other before it is let through alone: a camera
-# whose sound stopped must not hold its pictures (and segments) back for longer.
-INTERLEAVE_S = 1.0
 DEFAULT_FRAME_S = 1 / 30
-
-
-@dataclass(frozen=True)
-class PacketJob:
-    """One packet for the segment lane. ``pts``: its presentation time on the
-    source's timeline (the input's time plus the epoch's offset)."""
-
-    packet: CapturedPacket
-    pts: float
-    epoch: Epoch
-    templates: StreamTemplates
-
-    @property
-    def order(self) -> float:
-        """When it is decoded (video) or played (sound), on the input's clock."""
-        packet = self.packet
-        return packet.dts_s if packet.media == "video" else packet.pts_s
-
-
-class Interleaver:
-    """Video and sound jobs of one input in one time order. Pure.
-
-    Each medium arrives in its own order; a job is let out once the other medium has
-    reached its time (nothing earlier can come any more), or once its own medium has
-    run ``max_wait_s`` ahead of it (the other one stalled). Without sound, video
-    passes straight through.
-    """
-
-    def __init__(self, with_sound: bool, max_wait_s: float = INTERLEAVE_S) -> None:
-        self.with_sound = with_sound
-        self.max_wait_s = max_wait_s
-        self._waiting: dict[str, deque[PacketJob]] = {"video": deque(), "audio": deque()}
-        self._newest: dict[str, float] = {}
-
-    def push(self, job: PacketJob) -> list[PacketJob]:
-        """Take ``job``; the jobs now due, in time order."""
-        media = job.packet.media
-        if not self.with_sound:
-            return [job] if media == "video" else []
-        self._waiting[media].append(job)
-        self._newest[media] = job.order
-        return self._due()
-
-    def flush(self) -> list[PacketJob]:
-        """Everything still waiting, in time order."""
-        out = self._due(everything=True)
-        self._newest.clear()
-        return out
-
-    def _due(self, everything: bool = False) -> list[PacketJob]:
-        video, audio = self._waiting["video"], self._waiting["audio"]
-        out: list[PacketJob] = []
-        while video or audio:
-            if video and audio:
-                # At the same time, the picture first: sound at a keyframe's time plays
-                # after it, in the segment that keyframe starts.
-                source = video if video[0].order <= audio[0].order else audio
-            else:
-                source = video or audio
-                other = "audio" if source is video else "video"
-                head = source[0].order
-                passed = self._newest.get(other, float("-inf")) >= head
-                stalled = self._newest[source[0].packet.media] - head > self.max_wait_s
-                if not (everything or passed or stalled):
-                    break
-            out.append(source.popleft())
-        return out
-
-
-class SoundToAac:
-    """Sound a segment cannot carry as it is (G.711 ...), decoded and encoded to AAC
-    once. Blocking. Frames are timed from the first packet's time, sample by sample."""
-
-    def __init__(self, templates: StreamTemplates) -> None:
-        decoder = av.CodecContext.create(templates.audio_codec or "", "r")
-        assert isinstance(decoder, av.AudioCodecContext)
-        decoder.sample_rate = templates.audio_rate
-        decoder.layout = "stereo" if templates.audio_channels == 2 else "mono"
-        if templates.audio_extradata:
-            decoder.extradata = templates.audio_extradata
-        self._decoder = decoder
-        self.rate = templates.audio_rate if templates.audio_rate in AAC_RATES else 48000
-        self.channels = 2 if templates.audio_channels >= 2 else 1
-        layout = "stereo" if self.channels == 2 else "mono"
-        self._resampler = av.AudioResampler(format="s16", layout=layout, rate=self.rate)
-        self._encoder = AacEncoder(self.rate, self.channels)
-        self._origin: tuple[float, float] | None = None  # (input time, capture time) of sample 0
-
-    @property
-    def track(self) -> AudioTrack:
-        return self._encoder.track
-
-    def push(self, packet: CapturedPacket) -> list[CapturedPacket]:
-        """The AAC frames done, as packets on the input's clock (raises FFmpeg's error
-        for a packet it cannot decode)."""
-        if self._origin is None:
-            self._origin = (packet.pts_s, packet.captured_at)
-        frames = self._decoder.decode(av.Packet(packet.data))
-        pcm = [ready.to_ndarray() for frame in frames for ready in self._resampler.resample(frame)]
-        if not pcm:
-            return []
-        samples = np.concatenate(pcm, axis=1).astype(np.int16).reshape(-1, self.channels)
-        return self._timed(self._encoder.encode(samples))
-
-    def finish(self) -> list[CapturedPacket]:
-        """The frames the encoder still holds (the stream ended, or a gap follows); it
-        takes nothing after this."""
-        tail = [ready.to_ndarray() for ready in self._resampler.resample(None)]
-        samples = np.concatenate(tail, axis=1).astype(np.int16) if tail else np.zeros((1, 0))
-        done = self._encoder.encode(samples.astype(np.int16).reshape(-1, self.channels))
-        return self._timed(done + self._encoder.finish())
-
-    def _timed(self, encoded: list[tuple[int, bytes]]) -> list[CapturedPacket]:
-        """Encoded frames as packets: sample ``first`` plays ``first / rate`` after the
-        first packet the transcoder took (the encoder's priming frame, before it, is
-        left out)."""
-        if self._origin is None:
-            return []
-        start_s, captured = self._origin
-        base, step = Fraction(1, self.rate), AAC_FRAME_SAMPLES / self.rate
-        out = []
-        for first, data in encoded:
-            if first >= 0:
-                at = first / self.rate
-                out.append(
-                    CapturedPacket(
-                        media="audio",
-                        data=data,
-                        pts=first,
-                        dts=first,
-                        time_base=base,
-                        pts_s=start_s + at,
-                        dts_s=start_s + at,
-                        duration_s=step,
-                        keyframe=True,
-                        captured_at=captured + at,
-                    )
-                )
-        return out
 
 
 @dataclass

@@ -7,7 +7,11 @@ a bounded :class:`FrameBridge` with a named overflow policy (live devices drop t
 oldest, files and virtual sources block). Outcomes stay distinct: items,
 :class:`EndOfStream` (a finite source is done), :class:`DeviceLost` (a live one went
 away: back off with :func:`backoff_delays` and reopen), configuration errors that list
-what is available. :func:`probe_source` says what one source offers, without decoding.
+what is available. A source whose video is H.264 or H.265 can be opened as a
+:class:`PacketInput` instead (``open_video(copy_codecs=...)``): its packets as encoded,
+sound included, never decoded (:mod:`devices.codecs` says which are kept).
+:func:`probe_source` says what one source offers, without decoding. A URL's password
+stays in the URL: messages and names use :func:`devices.redact.public_url`.
 Network streams, video and sound alike, open with :func:`url_options` and
 :func:`url_timeout` (:data:`NETWORK_TIMEOUT_S` by default), so a silent server fails
 instead of hanging a thread. ``sounddevice`` (PortAudio) is imported only when

@@ -9,8 +9,8 @@ import av
 import av.error
 import pytest
 
+from connectors._copy_jobs import Interleaver, PacketJob
 from connectors._copy_pictures import PictureChoice, PictureChooser
-from connectors._copy_segments import Interleaver, PacketJob
 from connectors._timeline import Epoch
 from devices import CapturedPacket, CredentialsRefused, DeviceNotFound
 from devices.capture_clock import BurstHold, CaptureClock
