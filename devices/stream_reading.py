@@ -78,7 +78,8 @@ def demux_or_lost(
     source without its password), with its cause cleaned of ``url``'s credentials; a
     file's error is raised as it is. A camera (``ENDLESS_KINDS``) that ends is lost. A
     stream that sent nothing for ``read_timeout_s`` is lost with a ``TimeoutError``
-    saying so (FFmpeg's own error then is an interrupt, or a bare I/O error).
+    saying so (FFmpeg's own outcome then is an interrupt, a bare I/O error, or the end
+    of the stream).
     """
     demux = container.demux(list(streams))
     last = time.monotonic()
@@ -103,5 +104,10 @@ def demux_or_lost(
             raise DeviceLost(spec, cause) from cause
         last = time.monotonic()
         yield packet
+    waited = time.monotonic() - last
+    if live and read_timeout_s is not None and waited >= read_timeout_s * TIMED_OUT:
+        # FFmpeg's RTSP reader may end the stream when the wait is cut short.
+        cause = TimeoutError(f"nothing received for {read_timeout_s:g} s")
+        raise DeviceLost(spec, cause) from cause
     if kind in ENDLESS_KINDS:
         raise DeviceLost(spec, EOFError("the camera stopped delivering frames"))
