@@ -169,15 +169,17 @@ async def test_a_camera_that_reboots_is_lost_once_restored_once_and_recorded_on(
 
 
 def stall(server: RtspServer) -> None:
+    # Longer than the read timeout by more than what a busy reader may still have
+    # buffered when the camera froze.
     server.pause()
-    time.sleep(TIMEOUT_S + 2.0)
+    time.sleep(TIMEOUT_S + 4.0)
     server.resume()
 
 
 async def test_a_camera_that_stalls_times_out_and_is_reconnected(
     tmp_path: Path, rtsp_server: RtspServerFactory
 ) -> None:
-    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS)))
+    server = rtsp_server(Mount(media=rtsp_media("h264", fps=FPS, seconds=60)))
     result = await fault_run(tmp_path, server, "stall", stall, after=1)
     lost = events_of(result, "device_lost")
     assert len(lost) == 1 and "nothing received for 2 s" in lost[0].data["error"]
