@@ -10,8 +10,9 @@ picks the packets the decoder must see:
 - otherwise a group of pictures is decoded from its keyframe up to the last picture
   due in it, and the rest of the group is skipped until the next keyframe.
 
-Until the first interval between keyframes is known, the first group is decoded
-through. :class:`PictureWork` decodes on the JPEG lane's thread and encodes the due
+Until the first interval between keyframes is known, keyframes are decoded alone:
+the first group gives one JPEG at most (decoding a camera's whole first group, which
+arrives at once when it connects, would cost more than the rest of its first minute). :class:`PictureWork` decodes on the JPEG lane's thread and encodes the due
 pictures (:mod:`connectors._jpeg`). Meta keeps the capture facts either way.
 """
 
@@ -89,7 +90,7 @@ class PictureChooser:
         """Whether a JPEG falls due before the next keyframe is expected."""
         due = self._pacer.next_due
         if self._gop_s is None or self._keyframe_at is None or due is None:
-            return True  # the first group: its length is not known yet
+            return False  # the first group, of unknown length: its keyframe alone
         return due < self._keyframe_at + self._gop_s - self.tolerance
 
 

@@ -42,9 +42,10 @@ from mediaflow.live.fmp4 import AudioTrack
 from mediaflow.live.h264 import (
     BitstreamError,
     avcc_config_to_annexb,
-    avcc_to_annexb,
+    avcc_sample,
     is_annexb,
     parameter_sets,
+    to_avcc,
 )
 from mediaflow.live.hub import LiveFeed
 from mediaflow.live.parts import AudioFrame, VideoFrame
@@ -308,15 +309,19 @@ class PacketSegmenter:
     def _tap_video(self, packet: CapturedPacket) -> None:
         if self.feed is None or self._templates is None or self._templates.video_codec != "h264":
             return
+        # The sample is made here, on the lane's thread, not by the feed on the event loop.
         data = packet.data
         try:
-            if self._length_size:
-                data = avcc_to_annexb(data, self._length_size)
-            if not self._parameter_sets and packet.keyframe:
-                sps, pps = parameter_sets(data)  # a camera that sends them only in-band
-                self._parameter_sets = b"".join(b"\x00\x00\x00\x01" + n for n in sps + pps)
+            if self._length_size:  # an MP4's packets: its parameter sets are in avcC
+                annexb, sample = b"", avcc_sample(data, self._length_size)
+            else:
+                annexb, sample = data, to_avcc(data)
+                if not self._parameter_sets and packet.keyframe:
+                    sps, pps = parameter_sets(data)  # a camera that sends them only in-band
+                    self._parameter_sets = b"".join(b"\x00\x00\x00\x01" + n for n in sps + pps)
         except BitstreamError:
             return
         offset = packet.pts_s - packet.dts_s
-        frame = VideoFrame(data, packet.captured_at - offset, packet.keyframe, offset)
+        at = packet.captured_at - offset
+        frame = VideoFrame(annexb, at, packet.keyframe, offset, sample=sample)
         self.feed.tap(self._parameter_sets, frame)

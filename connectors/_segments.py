@@ -30,6 +30,7 @@ from av.video.stream import VideoStream
 from connectors._frames import FrameConverter
 from connectors._options import EncodeCodec
 from connectors._timeline import Epoch
+from mediaflow.live.h264 import to_avcc
 from mediaflow.live.parts import VideoFrame
 
 TICK = Fraction(1, 90000)
@@ -186,7 +187,10 @@ class _OpenSegment:
             for packet in packets:
                 captured = self._captured.pop(packet.pts, None) if packet.pts is not None else None
                 if captured is not None:
-                    frame = VideoFrame(bytes(packet), captured, bool(packet.is_keyframe))
+                    data = bytes(packet)  # the sample made here, not on the event loop
+                    frame = VideoFrame(
+                        data, captured, bool(packet.is_keyframe), sample=to_avcc(data)
+                    )
                     self._tap(extradata, frame)
         return packets
 

@@ -20,7 +20,7 @@ from devices.stream_reading import StreamError, clean_error, unreachable
 from mediaflow.live.h264 import (
     BitstreamError,
     avcc_config_to_annexb,
-    avcc_to_annexb,
+    avcc_sample,
     is_annexb,
     split_annexb,
 )
@@ -93,12 +93,8 @@ def chosen(fps: float, frames: int, rate: int, gop: int) -> list[tuple[int, Pict
 
 def test_a_period_as_long_as_a_group_decodes_only_keyframes_each_alone() -> None:
     decisions = chosen(fps=1, frames=60, rate=15, gop=15)
-    first_group = [index for index, _ in decisions if index < 15]
-    assert first_group == list(range(15))  # the group's length is not known yet
-    later = decisions[15:]
-    assert [index for index, _ in later] == [15, 30, 45]
-    assert all(choice == PictureChoice(emit=True, alone=True) for _, choice in later)
-    assert [index for index, choice in decisions if choice.emit] == [0, 15, 30, 45]
+    assert [index for index, _ in decisions] == [0, 15, 30, 45]
+    assert all(choice == PictureChoice(emit=True, alone=True) for _, choice in decisions)
 
 
 def test_a_shorter_period_decodes_up_to_the_last_picture_due_in_each_group() -> None:
@@ -106,8 +102,9 @@ def test_a_shorter_period_decodes_up_to_the_last_picture_due_in_each_group() -> 
     decoded = [index for index, _ in decisions]
     emitted = [index for index, choice in decisions if choice.emit]
     # Half a frame early counts (camera clocks jitter): 7/15 s is the picture at 0.5 s.
-    assert emitted == [0, 7, 15, 22, 30, 37]
-    assert decoded == [*range(15), *range(15, 23), *range(30, 38)]  # 23-29 are skipped
+    # The first group's length is not known: its keyframe alone.
+    assert emitted == [0, 15, 22, 30, 37]
+    assert decoded == [0, *range(15, 23), *range(30, 38)]  # 23-29 are skipped
 
 
 def test_a_keyframe_that_is_not_due_is_skipped_when_no_picture_falls_in_its_group() -> None:
@@ -213,9 +210,13 @@ def test_avcc_samples_and_records_become_annex_b() -> None:
     annexb, length_size = avcc_config_to_annexb(record)
     assert length_size == 4 and split_annexb(annexb) == [sps, pps]
     sample = len(idr).to_bytes(4, "big") + idr + len(sps).to_bytes(4, "big") + sps
-    assert split_annexb(avcc_to_annexb(sample)) == [idr, sps]
+    assert avcc_sample(sample) == len(idr).to_bytes(4, "big") + idr  # no parameter sets
+    short = len(idr).to_bytes(2, "big") + idr
+    assert avcc_sample(short, length_size=2) == len(idr).to_bytes(4, "big") + idr
+    plain = len(idr).to_bytes(4, "big") + idr
+    assert avcc_sample(plain) is plain  # nothing to change: not copied
     assert is_annexb(annexb) and not is_annexb(sample)
     with pytest.raises(BitstreamError):
-        avcc_to_annexb(sample[:-1])
+        avcc_sample(sample[:-1])
     with pytest.raises(BitstreamError):
         avcc_config_to_annexb(record[:9])

@@ -106,7 +106,8 @@ async def test_a_camera_is_recorded_with_its_own_coded_pictures(
     node = result.session.node("cam")
     assert isinstance(node, CameraConnector) and isinstance(node.video_run, PacketRun)
     stats = node.video_run.statistics()
-    assert stats["decoded"] <= FPS + len(result.port("image"))  # keyframes, after the first GOP
+    # A keyframe a JPEG, nothing else (the last few may not have reached the sink).
+    assert len(result.port("image")) <= stats["decoded"] <= len(result.port("image")) + 3
 
 
 def events_of(result: FlowResult, kind: str) -> list[Event]:

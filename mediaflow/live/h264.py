@@ -95,21 +95,36 @@ def is_annexb(data: bytes) -> bool:
     return data.startswith(_START_CODE) or data.startswith(b"\x00" + _START_CODE)
 
 
-def avcc_to_annexb(sample: bytes, length_size: int = 4) -> bytes:
-    """An MP4 sample (NAL units behind ``length_size``-byte lengths) as Annex B.
+def avcc_sample(sample: bytes, length_size: int = 4) -> bytes:
+    """An MP4 sample (NAL units behind ``length_size``-byte lengths) as a live part's
+    sample: 4-byte lengths, without parameter sets and delimiters (see :func:`to_avcc`).
 
     Raises :class:`BitstreamError` when a length runs past the end of ``sample``.
     """
+    if length_size == 4 and not _has_excluded(sample):
+        return sample  # the common case: nothing to change
     out = bytearray()
+    for nal in _length_prefixed_nals(sample, length_size):
+        if nal_type(nal) not in _NOT_IN_SAMPLES:
+            out += len(nal).to_bytes(4, "big") + nal
+    return bytes(out)
+
+
+def _has_excluded(sample: bytes) -> bool:
+    return any(nal_type(nal) in _NOT_IN_SAMPLES for nal in _length_prefixed_nals(sample, 4))
+
+
+def _length_prefixed_nals(sample: bytes, length_size: int) -> list[bytes]:
+    nals = []
     position = 0
     while position < len(sample):
         end = position + length_size
         size = int.from_bytes(sample[position:end], "big")
         if end + size > len(sample) or size == 0:
             raise BitstreamError("a NAL length runs past the end of the sample")
-        out += b"\x00\x00\x00\x01" + sample[end : end + size]
+        nals.append(sample[end : end + size])
         position = end + size
-    return bytes(out)
+    return nals
 
 
 def avcc_config_to_annexb(record: bytes) -> tuple[bytes, int]:

@@ -41,12 +41,19 @@ MAX_WAITING_AUDIO = 512
 @dataclass(frozen=True, slots=True)
 class VideoFrame:
     """One encoded frame: an Annex B access unit and its capture time (seconds), in
-    decode order; ``offset_s`` is how much later it is shown (a camera's B-frames)."""
+    decode order; ``offset_s`` is how much later it is shown (a camera's B-frames).
+    ``sample``: the same frame as an MP4 sample (:func:`~mediaflow.live.h264.to_avcc`),
+    when the thread that made the frame converted it already (then ``data`` may be
+    empty): the event loop that cuts parts then has nothing to convert."""
 
     data: bytes
     time_s: float
     keyframe: bool
     offset_s: float = 0.0
+    sample: bytes | None = None
+
+    def as_sample(self) -> bytes:
+        return self.sample if self.sample is not None else to_avcc(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +146,7 @@ class PartCutter:
         ticks = [round((f.time_s - self.origin_s) * scale) for f in frames]
         ticks.append(round((end_s - self.origin_s) * scale))
         samples = [
-            Sample(to_avcc(f.data), ticks[i + 1] - ticks[i], f.keyframe, round(f.offset_s * scale))
+            Sample(f.as_sample(), ticks[i + 1] - ticks[i], f.keyframe, round(f.offset_s * scale))
             for i, f in enumerate(frames)
         ]
         runs = [TrackRun(VIDEO_TRACK_ID, ticks[0], samples)]

@@ -300,7 +300,8 @@ class RecorderNode(Node):
             audio = lay_out_audio(chunks, clip.start, clip.duration)
         suffix = ".webm" if first.ref.media_type == "video/webm" else ".mp4"
         media_type = "video/webm" if suffix == ".webm" else "video/mp4"
-        folder = Path(tempfile.mkdtemp(prefix="clip-", dir=self._temp))
+        # File work off the event loop: a camera's clips are megabytes.
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, None, "clip-", self._temp))
         try:
             out = folder / f"clip{suffix}"
             copy_sound = not self._has_audio and first.audio_codec is not None
@@ -315,7 +316,7 @@ class RecorderNode(Node):
                 "duration": round(clip.duration, 6),
                 "video_codec": muxed.video_codec,
                 "audio_codec": AUDIO_NAMES.get(muxed.audio_codec or "", muxed.audio_codec),
-                "size": out.stat().st_size,
+                "size": muxed.size,
                 "width": first.width,
                 "height": first.height,
                 "frames": muxed.frames,
@@ -323,7 +324,7 @@ class RecorderNode(Node):
             }
             ref = await ctx.save_artifact(out, media_type, meta)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, folder, True)
         ctx.keep(ref)  # a small SQLite write, on the loop as the store expects
         self._clip_seq += 1
         await ctx.emit("video", ref)

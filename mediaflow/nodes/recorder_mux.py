@@ -47,6 +47,7 @@ class MuxedClip:
     video_codec: str
     audio_codec: str | None
     frames: int
+    size: int  # bytes written
 
 
 def container_for(media_type: str) -> tuple[str, str, dict[str, str]]:
@@ -88,9 +89,8 @@ def mux_clip(
             )
         if audio is not None and sound_out is not None:
             _encode_audio(output, sound_out, audio)
-    return MuxedClip(
-        video_codec, sound_out.codec_context.name if sound_out is not None else None, frames
-    )
+    sound_codec = sound_out.codec_context.name if sound_out is not None else None
+    return MuxedClip(video_codec, sound_codec, frames, out.stat().st_size)
 
 
 def _copy_packets(
