@@ -11,9 +11,10 @@ picks the packets the decoder must see:
   due in it, and the rest of the group is skipped until the next keyframe.
 
 Until the first interval between keyframes is known, keyframes are decoded alone:
-the first group gives one JPEG at most (decoding a camera's whole first group, which
-arrives at once when it connects, would cost more than the rest of its first minute). :class:`PictureWork` decodes on the JPEG lane's thread and encodes the due
-pictures (:mod:`connectors._jpeg`). Meta keeps the capture facts either way.
+the first group gives one JPEG at most (a camera's whole first group arrives at once
+when it connects; decoding it would overflow the lane). :class:`PictureWork` decodes
+on the JPEG lane's thread and encodes the due pictures (:mod:`connectors._jpeg`).
+Meta keeps the capture facts either way.
 """
 
 from __future__ import annotations

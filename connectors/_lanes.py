@@ -93,7 +93,11 @@ class EncodeLane(Generic[JobT, OutT]):
         self._work = work
         self._loop = asyncio.get_running_loop()
         self._inbox: queue.SimpleQueue[JobT | _Control] = queue.SimpleQueue()
-        self._in_flight = 0
+        # In flight = queued - done. Each count has one writer (the loop, the worker), so
+        # a slot is released without waking the loop, unless a put() waits for room.
+        self._queued = 0
+        self._done = 0
+        self._wants_room = False
         self._room = asyncio.Event()
         self._accepted = 0
         self._skipped = 0
@@ -102,6 +106,10 @@ class EncodeLane(Generic[JobT, OutT]):
         self._thread: threading.Thread = start_producer(self._results, self._run, name=name)
 
     # -- event loop side --------------------------------------------------------------
+
+    @property
+    def _in_flight(self) -> int:
+        return self._queued - self._done
 
     def offer(self, job: JobT) -> bool:
         """Queue ``job`` if there is room, else count it as skipped. Never waits."""
@@ -113,9 +121,15 @@ class EncodeLane(Generic[JobT, OutT]):
 
     async def put(self, job: JobT) -> None:
         """Queue ``job``, waiting for room. Cancellable (the job is then not queued)."""
-        while self._in_flight >= self.capacity:
-            self._room.clear()
-            await self._room.wait()
+        try:
+            while self._in_flight >= self.capacity:
+                self._room.clear()
+                self._wants_room = True
+                if self._in_flight < self.capacity:
+                    break  # a slot was released before the worker could see the flag
+                await self._room.wait()
+        finally:
+            self._wants_room = False
         self._enqueue(job)
 
     def cut(self) -> None:
@@ -149,13 +163,9 @@ class EncodeLane(Generic[JobT, OutT]):
     def _enqueue(self, job: JobT) -> None:
         if self._finished:
             raise RuntimeError(f"lane {self.name} is finished")
-        self._in_flight += 1
+        self._queued += 1
         self._accepted += 1
         self._inbox.put(job)
-
-    def _job_done(self) -> None:
-        self._in_flight -= 1
-        self._room.set()
 
     # -- worker thread ------------------------------------------------------------------
 
@@ -179,8 +189,11 @@ class EncodeLane(Generic[JobT, OutT]):
             results.put(out)
 
     def _release_slot(self) -> None:
+        self._done += 1
+        if not self._wants_room:
+            return  # nobody waits: the loop sees the room when it next offers
         try:
-            self._loop.call_soon_threadsafe(self._job_done)
+            self._loop.call_soon_threadsafe(self._room.set)
         except RuntimeError:
             # The loop is closed: nobody will offer another job, so the slot is moot.
             log.debug("lane %s: event loop closed before a slot was released", self.name)

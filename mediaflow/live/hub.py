@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 from mediaflow.live.fmp4 import AudioTrack, VideoTrack, init_segment
 from mediaflow.live.h264 import BitstreamError
@@ -71,18 +72,32 @@ class LiveFeed:
         self._changed = asyncio.Condition()
         self._read_at = float("-inf")
         self._last_keyframe_s: float | None = None
+        self._arrived: deque[Callable[[], None]] = deque()  # taps not yet taken, in order
+        self._waking = False
         self.frames = 0
 
     def tap(self, extradata: bytes, frame: VideoFrame) -> None:
-        """Thread-safe: schedule ``frame`` onto the feed's loop."""
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is left to watch
-            self._loop.call_soon_threadsafe(self._take, extradata, frame)
+        """Thread-safe: hand ``frame`` to the feed's loop."""
+        self._hand_over(partial(self._take, extradata, frame))
 
     def tap_sound(self, track: AudioTrack, frame: AudioFrame) -> None:
-        """Thread-safe: schedule an AAC ``frame`` of the camera's own sound (``track``
-        describes it) onto the feed's loop."""
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._take_sound, track, frame)
+        """Thread-safe: hand an AAC ``frame`` of the camera's own sound (``track``
+        describes it) to the feed's loop."""
+        self._hand_over(partial(self._take_sound, track, frame))
+
+    def _hand_over(self, call: Callable[[], None]) -> None:
+        # One wake-up of the loop for whatever arrived since its last turn: a camera's
+        # frames and sound come ~80 times a second, and each wake-up costs the loop.
+        self._arrived.append(call)
+        if not self._waking:
+            self._waking = True
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody watches
+                self._loop.call_soon_threadsafe(self._take_arrived)
+
+    def _take_arrived(self) -> None:
+        self._waking = False
+        while self._arrived:
+            self._arrived.popleft()()
 
     def _take_sound(self, track: AudioTrack, frame: AudioFrame) -> None:
         if track != self._sound:
