@@ -10,11 +10,12 @@ picks the packets the decoder must see:
 - otherwise a group of pictures is decoded from its keyframe up to the last picture
   due in it, and the rest of the group is skipped until the next keyframe.
 
-Until the first interval between keyframes is known, keyframes are decoded alone:
-the first group gives one JPEG at most (a camera's whole first group arrives at once
-when it connects; decoding it would overflow the lane). :class:`PictureWork` decodes
-on the JPEG lane's thread and encodes the due pictures (:mod:`connectors._jpeg`).
-Meta keeps the capture facts either way.
+Until the first interval between keyframes is known, a live camera's keyframes are
+decoded alone: its first group gives one JPEG at most (a camera's whole first group
+arrives at once when it connects; decoding it would overflow the lane). A file's
+first group is decoded through. :class:`PictureWork` decodes on the JPEG lane's
+thread and encodes the due pictures (:mod:`connectors._jpeg`). Meta keeps the
+capture facts either way.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ class PictureChooser:
     pictures cannot be decoded).
     """
 
-    def __init__(self, fps: float, frame_interval: float) -> None:
+    def __init__(self, fps: float, frame_interval: float, *, first_group: bool = False) -> None:
+        """``first_group``: decode the first group through (a file), instead of its
+        keyframe alone (a live camera)."""
+        self._first_group = first_group
         self._pacer = JpegPacer(fps, frame_interval)
         self.period = self._pacer.period
         self.tolerance = self._pacer.tolerance
@@ -91,7 +95,7 @@ class PictureChooser:
         """Whether a JPEG falls due before the next keyframe is expected."""
         due = self._pacer.next_due
         if self._gop_s is None or self._keyframe_at is None or due is None:
-            return False  # the first group, of unknown length: its keyframe alone
+            return self._first_group  # the first group, of unknown length
         return due < self._keyframe_at + self._gop_s - self.tolerance
 
 

@@ -1,34 +1,35 @@
 """Emitting a source whose video is copied: segments of its own packets, JPEGs on demand.
 
 The copying twin of :class:`connectors._video.VideoRun`, for a
-:class:`~devices.PacketInput` (an IP camera's H.264 or H.265). The capture loop runs
-on the event loop and does no media work: each packet goes to the segment lane
-(:mod:`connectors._copy_segments`: muxed as it is, with the source's sound, and to
-the live view), and the video packets :class:`~connectors._copy_pictures.PictureChooser`
-picks go to the picture lane (decoded, the due ones encoded as JPEG). Segments are
-made while a node reads ``video`` (or ``video = true``), JPEGs while a node reads
-``image`` (or ``image = true``): a copied camera nobody looks at decodes nothing.
+:class:`~devices.PacketInput` (an IP camera's H.264 or H.265). Each input's packets
+are handled on its own producer thread by a :class:`~connectors._copy_stage.CopyStage`
+(segments muxed as they come, with the source's sound, and fed to the live view);
+the event loop sees only what crosses to it: finished segments, and the video
+packets :class:`~connectors._copy_pictures.PictureChooser` picks for the picture
+lane (decoded there, the due ones encoded as JPEG). Segments are made while a node
+reads ``video`` (or ``video = true``), JPEGs while a node reads ``image`` (or
+``image = true``): a copied camera nobody looks at decodes nothing.
 
-A lane that cannot keep up skips packets at the capture edge, counted and reported
-like skipped frames (``frames_skipped``). Skipping one picture of a group would
-corrupt the rest of it, so the segment lane skips from the packet it refused to the
-next keyframe and starts a new segment there, after a marked gap.
+When saving falls behind by :data:`SEGMENTS_WAITING` segments, or the picture lane
+by a second of pictures, what does not fit is skipped at the capture edge, counted
+and reported like skipped frames (``frames_skipped``): capture never waits for them.
+A file replayed with ``realtime = false`` waits instead, losing nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from connectors._copy_jobs import PacketJob
 from connectors._copy_pictures import PictureChooser, PictureJob, PictureWork
 from connectors._copy_segments import PacketSegmenter
+from connectors._copy_stage import CopyCounts, CopyStage, offer_from_thread, put_from_thread
 from connectors._jpeg import make_jpeg_encoder
 from connectors._lanes import EncodeLane
 from connectors._reconnect import Reconnect
 from connectors._segments import DEFAULT_FPS, EncodedSegment
-from connectors._timeline import Epoch
 from connectors._together import run_together
 from connectors._video_ports import (
     JPEG_RESULTS_S,
@@ -37,33 +38,29 @@ from connectors._video_ports import (
     lane_capacity,
 )
 from connectors._video_request import wanted
-from devices import CapturedPacket, PacketInput
+from devices import EndOfStream, FrameBridge, PacketInput, Policy
 from mediaflow.live.hub import HUB, LiveFeed
 
 log = logging.getLogger(__name__)
 
-# Packets a lane may hold before the capture edge skips. Copying costs microseconds a
-# packet, so only a stalled lane (its saves held up by a slow disk) ever fills these;
-# a second of a 30 fps camera with 48 kHz AAC is ~80 packets.
-SEGMENT_LANE_S = 4.0
-PICTURE_LANE_S = 1.0
-SOUND_PACKETS_PER_S = 50  # AAC at 48 kHz: 47 frames a second
+# Finished segments waiting for their save: a disk stalled this long (16 s of 4 s
+# segments) costs a segment, never the capture; each is a few megabytes at most.
+SEGMENTS_WAITING = 4
+PICTURE_LANE_S = 1.0  # pictures chosen for decoding, waiting for the picture lane
+STOP_POLL_S = 0.25  # how often a reading run looks whether the flow is stopping
 
 
 class PacketRun(VideoPortsRun[PacketInput]):
-    """One run of a copied source: capture loop, up to two lanes and their emitters."""
+    """One run of a copied source: a stage per input, the picture lane, two emitters."""
 
     # Set by run(); a run is used once.
     _chooser: PictureChooser | None = None
     _pictures: EncodeLane[PictureJob, EncodedJpeg] | None = None
-    _segment_lane: EncodeLane[PacketJob, EncodedSegment] | None = None
     _picture_work: PictureWork | None = None
-    _open_input: PacketInput | None = None
-    _refused_video = False  # the segment lane refused a picture: wait for a keyframe
-    _last_video_pts: float | None = None
-    _skipped_closed = 0  # packets the device bridges of closed inputs skipped
+    _segments_out: FrameBridge[EncodedSegment] | None = None
+    _segmenter: PacketSegmenter | None = None
     _skipped_jpeg = 0
-    _skipped_video = 0
+    _counts = CopyCounts()  # replaced by run()
 
     def wants_image(self) -> bool:
         return wanted(self.ctx, "image", self.options.image)
@@ -75,14 +72,17 @@ class PacketRun(VideoPortsRun[PacketInput]):
         policy: Reconnect,
         reopen: Callable[[], Awaitable[PacketInput]],
     ) -> None:
-        """Emit until the source ends (a file) or the flow stops. Raises the source's
-        or a lane's error."""
+        """Emit until the source ends (a file) or the flow stops. Raises the source's,
+        a stage's or a lane's error."""
         info = first.info
         fps = info.fps or DEFAULT_FPS
         self._lossless = not info.is_live and self.request.realtime is False
+        self._counts = CopyCounts()
         lanes: list[EncodeLane[Any, Any]] = []
         if self.wants_image():
-            self._chooser = PictureChooser(self.options.fps, 1.0 / fps)
+            self._chooser = PictureChooser(
+                self.options.fps, 1.0 / fps, first_group=not info.is_live
+            )
             self._picture_work = PictureWork(make_jpeg_encoder(self.options.quality))
             self._pictures = EncodeLane(
                 f"pictures {self.device}",
@@ -93,28 +93,39 @@ class PacketRun(VideoPortsRun[PacketInput]):
             lanes.append(self._pictures)
         feed = self._open_feed(first) if self.wants_video() else None
         if self.wants_video():
-            segmenter = PacketSegmenter(
+            self._segmenter = PacketSegmenter(
                 self.options.segment_s,
                 sound=first.has_audio,
                 feed=feed,
                 live_sound=feed is not None and self._own_sound_live(first),
             )
-            packet_rate = fps + (SOUND_PACKETS_PER_S if first.has_audio else 0)
-            self._segment_lane = EncodeLane(
-                f"segments {self.device}",
-                segmenter,
-                capacity=lane_capacity(SEGMENT_LANE_S, packet_rate, 16),
-            )
-            lanes.append(self._segment_lane)
-        capture = self.capture(first, lanes, policy=policy, reopen=reopen)
+            out: Policy = "block" if self._lossless else "fail"
+            self._segments_out = FrameBridge(SEGMENTS_WAITING, out)
+        capture = self._capture_all(first, lanes, policy=policy, reopen=reopen)
         try:
-            await run_together(capture, *self.emitters(self._pictures, self._segment_lane))
+            await run_together(capture, *self.emitters(self._pictures, self._segments_out))
         finally:
             if feed is not None:
                 HUB.drop(self.ctx.flow, self.ctx.node, feed)
             for lane in lanes:
                 await lane.close()
+            if self._segments_out is not None:
+                self._segments_out.close()
             self.skips.update(self.skipped(), force=True)
+
+    async def _capture_all(
+        self,
+        first: PacketInput,
+        lanes: list[EncodeLane[Any, Any]],
+        *,
+        policy: Reconnect,
+        reopen: Callable[[], Awaitable[PacketInput]],
+    ) -> None:
+        try:
+            await self.capture(first, lanes, policy=policy, reopen=reopen)
+        finally:
+            if self._segments_out is not None:
+                self._segments_out.finish()  # the emitter drains the rest, then returns
 
     def _own_sound_live(self, source: PacketInput) -> bool:
         live_audio = self.options.live_audio
@@ -137,84 +148,56 @@ class PacketRun(VideoPortsRun[PacketInput]):
         )
 
     async def consume(self, source: PacketInput) -> None:
-        self._open_input = source
-        epoch: Epoch | None = None
-        video_skips = 0
-        try:
-            async for packet in source:
-                if self.ctx.stopping():
-                    return
-                if epoch is None:
-                    epoch = self.timeline.begin()
-                if source.video_skips != video_skips and packet.media == "video":
-                    # The device bridge skipped pictures, up to this keyframe: a marked gap.
-                    video_skips = source.video_skips
-                    epoch = self._split(epoch, packet.pts_s + epoch.offset)
-                epoch = await self._hand_off(packet, epoch, source)
+        """Read ``source`` through a stage on its own thread until it ends or the flow
+        stops; raises what it raised."""
+        loop = asyncio.get_running_loop()
+        pictures = None
+        if self._pictures is not None:
+            lane = self._pictures
+            pictures = (
+                put_from_thread(loop, lane.put)
+                if self._lossless
+                else offer_from_thread(loop, self._offer_picture)
+            )
+        source.attach(
+            CopyStage(
+                timeline=self.timeline,
+                templates=source.templates,
+                segmenter=self._segmenter,
+                segments_out=self._segments_out,
+                chooser=self._chooser,
+                pictures=pictures,
+                counts=self._counts,
+            )
+        )
+        while not self.ctx.stopping():
+            try:
+                await asyncio.wait_for(source.read(), STOP_POLL_S)
+            except TimeoutError:
                 self.skips.update(self.skipped())
-        finally:
-            self._skipped_closed += source.skipped
-            self._open_input = None
+            except EndOfStream:
+                return
 
-    async def _hand_off(self, packet: CapturedPacket, epoch: Epoch, source: PacketInput) -> Epoch:
-        """Give ``packet`` to the lanes that want it; the epoch the next packet is in."""
-        pts = packet.pts_s + epoch.offset
-        video = packet.media == "video"
-        if video:
-            self.timeline.seen(pts, packet.duration_s)
-            epoch = self._after_refusal(packet, pts, epoch)
-        if self._segment_lane is not None and not (video and self._refused_video):
-            job = PacketJob(packet, pts, epoch, source.templates)
-            if not await self.send(self._segment_lane, job):
-                self._skipped_video += 1
-                self._refused_video = self._refused_video or video
-        if video and self._pictures is not None and self._chooser is not None:
-            choice = self._chooser.choose(pts, packet.keyframe)
-            if choice is not None:
-                picture = PictureJob(packet, pts, epoch, source.templates, choice)
-                if not await self.send(self._pictures, picture):
-                    self._skipped_jpeg += 1
-                    self._chooser.broken()
-        if video:
-            self._last_video_pts = pts
-        return epoch
-
-    def _after_refusal(self, packet: CapturedPacket, pts: float, epoch: Epoch) -> Epoch:
-        """After the segment lane refused a picture, its group is lost: skip to the next
-        keyframe, which starts a new epoch (a marked gap, a new segment)."""
-        if not self._refused_video:
-            return epoch
-        if not packet.keyframe:
-            self._skipped_video += 1
-            return epoch
-        self._refused_video = False
-        return self._split(epoch, pts)
-
-    def _split(self, epoch: Epoch, pts: float) -> Epoch:
-        """A new epoch at ``pts`` after pictures were skipped since the last one handed on."""
-        gap = pts - (self._last_video_pts if self._last_video_pts is not None else pts)
-        return self.timeline.split(epoch, max(0.0, gap))
+    def _offer_picture(self, job: PictureJob) -> None:
+        if self._pictures is not None and not self._pictures.offer(job):
+            self._skipped_jpeg += 1
+            if self._chooser is not None:
+                self._chooser.broken()  # the rest of its group cannot be decoded
 
     def skipped(self) -> dict[str, int]:
-        """Packets skipped so far: at capture (the device bridge) and per lane."""
-        capture = self._skipped_closed
-        if self._open_input is not None:
-            capture += self._open_input.skipped
-        return {"capture": capture, "jpeg": self._skipped_jpeg, "video": self._skipped_video}
+        """Frames skipped so far: segments with no room to wait for their save (their
+        frames), and pictures the picture lane had no room for."""
+        return {"capture": 0, "jpeg": self._skipped_jpeg, "video": self._counts.frames_left_out}
 
     def statistics(self) -> dict[str, Any]:
         """Emitted, decoded and skipped counts, for metrics and tests."""
-        lane = self._segment_lane
         work = self._picture_work
         return {
             "images": self.images.emitted,
             "segments": self.segments.emitted,
-            "segment_packets": lane.statistics().accepted if lane is not None else 0,
+            "segment_packets": self._counts.packets,
+            "segments_left_out": self._counts.segments_left_out,
             "decoded": work.decoded if work is not None else 0,
             "skipped": self.skipped(),
             "copied": True,
         }
-
-    def on_lost(self) -> None:
-        if self._segment_lane is not None:
-            self._segment_lane.cut()  # emit the packets before the loss now

@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from connectors._lanes import EncodeLane
 from connectors._timeline import Epoch, PortSequence, Resume
 from connectors._together import run_together
 from devices import EndOfStream
 from mediaflow import Context, MediaRef
 
 OutT = TypeVar("OutT")
+OutT_co = TypeVar("OutT_co", covariant=True)
 
 REPORT_INTERVAL_S = 1.0
 
@@ -65,8 +65,15 @@ class PortEmitter:
         self.emitted += 1
 
 
+class Results(Protocol[OutT_co]):
+    """Where finished media comes from, in order: an :class:`EncodeLane`, or a
+    :class:`~devices.FrameBridge` a thread fills. ``get`` raises ``EndOfStream`` at the end."""
+
+    async def get(self) -> OutT_co: ...
+
+
 async def emit_lane(
-    lane: EncodeLane[Any, OutT],
+    lane: Results[OutT],
     save: Callable[[OutT], Awaitable[MediaRef]],
     publish: Callable[[MediaRef], Awaitable[object]],
     *,

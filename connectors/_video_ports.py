@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from connectors._emit import CounterReport, PortEmitter, emit_lane
+from connectors._emit import CounterReport, PortEmitter, Results, emit_lane
 from connectors._lanes import EncodeLane
 from connectors._reconnect import Input, Reconnect, SourceRun
 from connectors._segments import DEFAULT_FPS, EncodedSegment
@@ -105,8 +105,8 @@ class VideoPortsRun(SourceRun[InputT]):
 
     def emitters(
         self,
-        jpegs: EncodeLane[Any, EncodedJpeg] | None,
-        segments: EncodeLane[Any, EncodedSegment] | None,
+        jpegs: Results[EncodedJpeg] | None,
+        segments: Results[EncodedSegment] | None,
     ) -> list[Coroutine[Any, Any, None]]:
         """The tasks that save and publish what the lanes make, in order."""
         out = []

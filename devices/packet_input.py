@@ -1,16 +1,15 @@
 """Read what a source already encoded: its H.264/H.265 and sound packets, never decoded.
 
 An IP camera (or a file, or a camera that encodes H.264 itself) has done the costly
-work; :class:`PacketInput` hands its packets to asyncio as they are, video and sound
-from one demux of one connection, so nothing is decoded unless a consumer asks for a
-picture. The producer thread and the bridge follow :class:`~devices.video_input.VideoInput`:
-
-- files and lavfi are paced to real time by decode time unless ``realtime=False``,
-  and block when the consumer is slow (lossless);
-- live sources are never paced; when the consumer falls so far behind that the
-  bridge is full, packets are skipped, and video is skipped *until its next
-  keyframe* (a decoder cannot use a picture whose references are missing), counted
-  in ``statistics().skipped``.
+work; :class:`PacketInput` reads its packets as they are, video and sound from one
+demux of one connection, so nothing is decoded unless a consumer asks for a picture.
+Handling such a packet costs microseconds, less than handing it to the event loop,
+so the consumer's work runs on the producer thread itself: a :class:`PacketStage`
+(:meth:`PacketInput.attach`) takes each packet there, and the event loop only waits
+for the input to end, as with :class:`~devices.video_input.VideoInput`'s outcomes
+(:class:`~devices.errors.EndOfStream`, :class:`~devices.errors.DeviceLost`). Files and
+lavfi are paced to real time by decode time unless ``realtime=False``; live sources
+are never paced (the stage decides what to leave out when it falls behind).
 
 Each packet carries its times in seconds since the input's first packet, on one
 clock for video and sound (RTSP maps both to the sender's clock), and
@@ -26,7 +25,7 @@ from collections import deque
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import av
 from av.container.input import InputContainer
@@ -35,7 +34,6 @@ from av.stream import Stream
 from devices.bridge import BridgeStatistics, FrameBridge
 from devices.capture_clock import BurstHold, CaptureClock
 from devices.codecs import audio_plan
-from devices.errors import BridgeOverflow
 from devices.pacing import Pacer
 from devices.stream_reading import demux_or_lost
 from devices.threaded import ThreadedInput
@@ -45,8 +43,6 @@ from devices.video_spec import LIVE_KINDS, SourceKind
 Media = Literal["video", "audio"]
 #: A demuxed packet with its pts and dts filled in, and its time base.
 Dated: TypeAlias = "tuple[av.Packet[Any], int, int, Fraction]"
-LIVE_PACKETS = 512  # ~6 s of a 30 fps camera with sound before anything is skipped
-FILE_PACKETS = 64
 EARLY_SOUND = 256  # sound packets kept while waiting for the first keyframe (~5 s of AAC)
 
 
@@ -95,12 +91,24 @@ class StreamTemplates:
     audio_extradata: bytes = b""
 
 
+class PacketStage(Protocol):
+    """Work done on the producer thread itself, packet by packet (see
+    :meth:`PacketInput.attach`): copying a camera costs microseconds a packet, less
+    than handing each packet to the event loop and on to another thread."""
+
+    def take(self, packet: CapturedPacket) -> None:
+        """One packet, in order, with its capture time. May block briefly; may raise
+        (the input then ends with that error)."""
+
+    def finish(self) -> None:
+        """The input ended (or is being closed): hand on what is still held."""
+
+
 @dataclass(frozen=True)
 class PacketStatistics:
-    """Packets produced, packets skipped for a slow consumer, the bridge's state."""
+    """Packets the stage took, and the bridge's state (it carries only the outcome)."""
 
     produced: int
-    skipped: int
     bridge: BridgeStatistics
 
 
@@ -180,7 +188,6 @@ class PacketInput(ThreadedInput[CapturedPacket]):
         realtime: bool,
         audio: bool = True,
         start_s: float = 0.0,
-        max_buffered: int | None = None,
         url: str | None = None,
         read_timeout_s: float | None = None,
     ) -> None:
@@ -200,34 +207,34 @@ class PacketInput(ThreadedInput[CapturedPacket]):
         if self.templates.audio_codec is not None:
             streams.append(container.streams.audio[0])
         self._streams = streams
-        maxsize = max_buffered or (LIVE_PACKETS if self._live else FILE_PACKETS)
-        bridge: FrameBridge[CapturedPacket] = FrameBridge(
-            maxsize, "fail" if self._live else "block"
-        )
-        super().__init__(spec, bridge)
+        # Only the input's outcome crosses it: the packets go to the stage.
+        super().__init__(spec, FrameBridge(1, "fail"))
         self._produced = 0
-        self._skipped = 0
-        self._skipping_video = False  # a video packet was skipped: until the next keyframe
-        self._video_skips = 0
+        self._stage: PacketStage | None = None
+
+    def attach(self, stage: PacketStage) -> None:
+        """Have ``stage`` take every packet on the producer thread; reading then waits
+        for the input to end (:class:`~devices.errors.EndOfStream`,
+        :class:`~devices.errors.DeviceLost`, or the stage's error). Call before the
+        first read. Raises ``RuntimeError`` once the input has started."""
+        if self._thread is not None:
+            raise RuntimeError(f"input {self.spec!r} already started")
+        self._stage = stage
+
+    def start(self) -> None:
+        """Start the producer thread. Raises ``RuntimeError`` without a stage, or after
+        :meth:`aclose`."""
+        if self._stage is None:
+            raise RuntimeError(f"input {self.spec!r}: attach a stage before reading it")
+        super().start()
 
     @property
     def has_audio(self) -> bool:
         return self.templates.audio_codec is not None
 
-    @property
-    def skipped(self) -> int:
-        """Packets skipped so far for a slow consumer (read on the event loop: a plain
-        int the producer thread counts up)."""
-        return self._skipped
-
-    @property
-    def video_skips(self) -> int:
-        """How many times video was skipped (each time up to its next keyframe)."""
-        return self._video_skips
-
     def statistics(self) -> PacketStatistics:
         """Counters; never blocks."""
-        return PacketStatistics(self._produced, self._skipped, self._bridge.statistics())
+        return PacketStatistics(self._produced, self._bridge.statistics())
 
     def _release(self) -> None:
         self._container.close()
@@ -235,6 +242,8 @@ class PacketInput(ThreadedInput[CapturedPacket]):
     # -- producer thread ------------------------------------------------------------------
 
     def _produce(self, bridge: FrameBridge[CapturedPacket]) -> None:
+        stage = self._stage
+        assert stage is not None  # start() checked
         pacer = Pacer(bridge.wait_closed) if self._realtime else None
         clock = CaptureClock()
         # What a live source sent while it was being opened comes out of FFmpeg's buffer
@@ -242,7 +251,7 @@ class PacketInput(ThreadedInput[CapturedPacket]):
         hold = BurstHold[CapturedPacket](enabled=self._live)
         packets = self._timed()
         try:
-            while True:
+            while not bridge.closed:
                 asked = time.monotonic()
                 packet = next(packets, None)
                 if packet is None:
@@ -252,31 +261,19 @@ class PacketInput(ThreadedInput[CapturedPacket]):
                 # Clocked in decode order (rising even with B-frames).
                 clock.observe(packet.dts_s, time.time())
                 for ready in hold.take(packet, time.monotonic() - asked):
-                    self._deliver(bridge, ready, clock)
+                    self._deliver(stage, ready, clock)
             for ready in hold.flush():
-                self._deliver(bridge, ready, clock)
+                self._deliver(stage, ready, clock)
         finally:
-            self._container.close()
+            try:
+                stage.finish()
+            finally:
+                self._container.close()
 
-    def _deliver(
-        self, bridge: FrameBridge[CapturedPacket], packet: CapturedPacket, clock: CaptureClock
-    ) -> None:
-        """Stamp ``packet`` with its capture time and hand it over, or skip it when the
-        consumer is too far behind (video until its next keyframe)."""
-        if self._skipping_video and packet.media == "video":
-            if not packet.keyframe:
-                self._skipped += 1
-                return
-            self._skipping_video = False
+    def _deliver(self, stage: PacketStage, packet: CapturedPacket, clock: CaptureClock) -> None:
+        """Stamp ``packet`` with its capture time and hand it to ``stage``."""
         decoded_at = clock.time_of(packet.dts_s, packet.media)
-        try:
-            bridge.put(_with_capture_time(packet, decoded_at + packet.pts_s - packet.dts_s))
-        except BridgeOverflow:
-            self._skipped += 1
-            if packet.media == "video" and not self._skipping_video:
-                self._skipping_video = True
-                self._video_skips += 1
-            return
+        stage.take(_with_capture_time(packet, decoded_at + packet.pts_s - packet.dts_s))
         self._produced += 1
 
     def _timed(self) -> Iterator[CapturedPacket]:

@@ -134,7 +134,7 @@ def open_video(
         info = video_info(name, container, source.kind, passthrough=False)
         return PacketInput(
             name, container, kind=source.kind, info=info, realtime=is_realtime, audio=audio,
-            start_s=start_s, max_buffered=max_buffered, url=spec, read_timeout_s=read_timeout_s,
+            start_s=start_s, url=spec, read_timeout_s=read_timeout_s,
         )  # fmt: skip
     return VideoInput(
         name,

@@ -8,11 +8,7 @@ checks are exact and quick.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
-import itertools
-import time
-from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,7 +19,10 @@ import pytest
 from connectors import CameraConnector
 from connectors._copy_run import PacketRun
 from connectors._copy_segments import PacketSegmenter
-from devices import CapturedPacket, PacketInput
+from connectors._copy_stage import CopyCounts, CopyStage
+from connectors._segments import EncodedSegment
+from connectors._timeline import Timeline
+from devices import EndOfStream, FrameBridge, PacketInput
 from devices.video_info import video_info
 from mediaflow import FlowBuilder
 from tests.connector_helpers import MediaSink, make_video, run_flow
@@ -72,12 +71,12 @@ async def test_a_copied_source_keeps_its_packets_cut_at_keyframes_with_its_sound
     # Bit for bit: every coded slice of the file, in order, and nothing else.
     source = h264_slices(media)
     assert [u for s in segments for u in h264_slices(s.data)] == source
-    # One JPEG a second, each from a keyframe decoded on its own.
+    # One JPEG a second, from a keyframe decoded on its own after the first group.
     images = result.port("image")
     assert [i.ref.meta["pts"] for i in images] == pytest.approx([0, 1, 2, 3, 4, 5], abs=1e-4)
     assert all(i.ref.meta["width"] == 320 and i.ref.meta["codec"] == "jpeg" for i in images)
     stats = run_of(result).statistics()
-    assert stats["decoded"] == 6  # not 90: the keyframes, each on its own
+    assert stats["decoded"] == FPS + 5  # not 90: a file's first group through, then keyframes
     assert stats["skipped"] == {"capture": 0, "jpeg": 0, "video": 0}
 
 
@@ -187,77 +186,29 @@ async def test_copy_false_decodes_and_encodes_an_h264_source(tmp_path: Path) -> 
     assert not source & set(h264_slices(result.port("video")[0].data))  # encoded anew
 
 
-async def test_a_segment_lane_that_falls_behind_skips_to_the_next_keyframe(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Copied pictures cannot be skipped one by one (the rest of their group would not
-    decode): a full lane skips from the refused picture to the next keyframe, which
-    starts a new segment after a marked gap. Every segment still decodes whole."""
-    push = PacketSegmenter.push
-
-    def slow_push(self: PacketSegmenter, job: Any) -> Any:
-        time.sleep(0.03)  # ~33 packets/s, fed ~62 (15 fps and 47 AAC frames a second)
-        return push(self, job)
-
-    monkeypatch.setattr(PacketSegmenter, "push", slow_push)
-    monkeypatch.setattr("connectors._copy_run.SEGMENT_LANE_S", 0.1)
-    media = rtsp_media("h264", fps=FPS, seconds=6.0, gop_s=1.0)
-    flow = FlowBuilder("copyslow").add(
-        "cam", "camera", device=f"file:{media}", segment_s=1, video=True, image=False
-    )
-    flow = flow.add("sink", MediaSink, inputs={"video": "cam.video"})
-    result = await run_flow(flow, tmp_path, timeout=60)
-    stats = run_of(result).statistics()
-    assert stats["skipped"]["video"] > 30, stats
-    segments = result.port("video")
-    marked = [s.ref.meta for s in segments if s.ref.meta.get("discontinuity")]
-    assert marked and all(m["gap_s"] > 0 for m in marked)
-    assert [s.ref.meta["seq"] for s in segments] == list(range(len(segments)))
-    for segment in segments:
-        facts = stream_facts(segment.data)["video"]
-        assert facts["first_keyframe"] and facts["decoded"] == facts["packets"]
-    reports = result.of_type("frames_skipped")
-    assert reports and reports[-1].data["video"] == stats["skipped"]["video"]
-
-
-async def aenumerate(items: AsyncIterator[T]) -> AsyncIterator[tuple[int, T]]:
-    count = 0
-    async for item in items:
-        yield count, item
-        count += 1
-
-
-class PacedDemux:
-    """A real container whose packets come at ``rate`` a second, as a network's do."""
-
-    def __init__(self, inner: Any, rate: float) -> None:
-        self._inner = inner
-        self._gap = 1 / rate
-
-    def demux(self, *args: Any) -> Any:
-        for packet in self._inner.demux(*args):
-            time.sleep(self._gap)
-            yield packet
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-async def test_a_live_source_read_too_slowly_skips_video_to_its_next_keyframe() -> None:
-    """The device bridge of a live source drops what the reader cannot take: video up to
-    its next keyframe, so every picture handed on can be decoded; each skip is counted."""
+async def test_segments_with_no_room_to_wait_are_left_out_and_capture_goes_on() -> None:
+    """A live camera's stage never waits for the emitter: when saving has fallen behind
+    by as many segments as the bridge holds, the next ones are counted and left out,
+    and the camera is read on (a file replayed losslessly waits instead)."""
     media = rtsp_media("h264", fps=FPS, seconds=4.0, gop_s=1.0)
-    container = PacedDemux(av.open(str(media)), rate=100)
+    container = av.open(str(media))
     info = video_info("test", container, "url", passthrough=False)
-    source = PacketInput("test", container, kind="url", info=info, realtime=False, max_buffered=8)
-    video: list[CapturedPacket] = []
+    source = PacketInput("test", container, kind="url", info=info, realtime=False)
+    waiting: FrameBridge[EncodedSegment] = FrameBridge(1, "fail")  # nobody reads it
+    counts = CopyCounts()
+    stage = CopyStage(
+        timeline=Timeline(),
+        templates=source.templates,
+        segmenter=PacketSegmenter(1.0),
+        segments_out=waiting,
+        chooser=None,
+        pictures=None,
+        counts=counts,
+    )
+    source.attach(stage)
     async with source:
-        async for count, packet in aenumerate(source):
-            if packet.media == "video":
-                video.append(packet)
-            await asyncio.sleep(0.05 if 20 <= count < 40 else 0)  # a reader that lags a while
-    assert source.video_skips >= 1 and source.skipped > 0
-    frame = 1 / FPS
-    resumed = [b for a, b in itertools.pairwise(video) if b.dts_s - a.dts_s > 1.5 * frame]
-    assert resumed and all(p.keyframe for p in resumed)
-    assert len(video) > 2 * FPS  # it caught up
+        with pytest.raises(EndOfStream):
+            await source.read()
+    assert waiting.statistics().buffered == 1  # the first segment waits
+    assert counts.segments_left_out == 3 and counts.frames_left_out == 3 * FPS
+    assert counts.packets == source.statistics().produced  # every packet was read

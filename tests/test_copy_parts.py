@@ -79,10 +79,12 @@ def test_interleaver_without_sound_passes_video_through() -> None:
     assert mixer.push(job("audio", 0.0)) == []
 
 
-def chosen(fps: float, frames: int, rate: int, gop: int) -> list[tuple[int, PictureChoice]]:
+def chosen(
+    fps: float, frames: int, rate: int, gop: int, *, first_group: bool = False
+) -> list[tuple[int, PictureChoice]]:
     """The frames a chooser decodes for ``fps`` JPEGs of a ``rate`` source whose
     keyframes come every ``gop`` frames."""
-    chooser = PictureChooser(fps, 1 / rate)
+    chooser = PictureChooser(fps, 1 / rate, first_group=first_group)
     out = []
     for index in range(frames):
         choice = chooser.choose(index / rate, index % gop == 0)
@@ -105,6 +107,12 @@ def test_a_shorter_period_decodes_up_to_the_last_picture_due_in_each_group() -> 
     # The first group's length is not known: its keyframe alone.
     assert emitted == [0, 15, 22, 30, 37]
     assert decoded == [0, *range(15, 23), *range(30, 38)]  # 23-29 are skipped
+
+
+def test_a_files_first_group_is_decoded_through() -> None:
+    decisions = chosen(fps=2, frames=30, rate=15, gop=15, first_group=True)
+    assert [index for index, _ in decisions][:15] == list(range(15))
+    assert [index for index, choice in decisions if choice.emit] == [0, 7, 15, 22]
 
 
 def test_a_keyframe_that_is_not_due_is_skipped_when_no_picture_falls_in_its_group() -> None:
