@@ -60,7 +60,12 @@ class PacketRun(VideoPortsRun[PacketInput]):
     _segments_out: FrameBridge[EncodedSegment] | None = None
     _segmenter: PacketSegmenter | None = None
     _skipped_jpeg = 0
-    _counts = CopyCounts()  # replaced by run()
+    _counts: CopyCounts | None = None
+
+    @property
+    def counts(self) -> CopyCounts:
+        """What the stages did so far (nothing before :meth:`run`)."""
+        return self._counts if self._counts is not None else CopyCounts()
 
     def wants_image(self) -> bool:
         return wanted(self.ctx, "image", self.options.image)
@@ -167,7 +172,7 @@ class PacketRun(VideoPortsRun[PacketInput]):
                 segments_out=self._segments_out,
                 chooser=self._chooser,
                 pictures=pictures,
-                counts=self._counts,
+                counts=self.counts,
             )
         )
         while not self.ctx.stopping():
@@ -187,7 +192,7 @@ class PacketRun(VideoPortsRun[PacketInput]):
     def skipped(self) -> dict[str, int]:
         """Frames skipped so far: segments with no room to wait for their save (their
         frames), and pictures the picture lane had no room for."""
-        return {"capture": 0, "jpeg": self._skipped_jpeg, "video": self._counts.frames_left_out}
+        return {"capture": 0, "jpeg": self._skipped_jpeg, "video": self.counts.frames_left_out}
 
     def statistics(self) -> dict[str, Any]:
         """Emitted, decoded and skipped counts, for metrics and tests."""
@@ -195,8 +200,8 @@ class PacketRun(VideoPortsRun[PacketInput]):
         return {
             "images": self.images.emitted,
             "segments": self.segments.emitted,
-            "segment_packets": self._counts.packets,
-            "segments_left_out": self._counts.segments_left_out,
+            "segment_packets": self.counts.packets,
+            "segments_left_out": self.counts.segments_left_out,
             "decoded": work.decoded if work is not None else 0,
             "skipped": self.skipped(),
             "copied": True,

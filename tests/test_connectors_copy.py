@@ -25,6 +25,7 @@ from connectors._timeline import Timeline
 from devices import EndOfStream, FrameBridge, PacketInput
 from devices.video_info import video_info
 from mediaflow import FlowBuilder
+from mediaflow.nodes.recorder_mux import SegmentFile, mux_clip
 from tests.connector_helpers import MediaSink, make_video, run_flow
 from tests.copy_helpers import find_run, h264_slices, stream_facts
 from tests.rtsp_server import rtsp_media
@@ -212,3 +213,34 @@ async def test_segments_with_no_room_to_wait_are_left_out_and_capture_goes_on() 
     assert waiting.statistics().buffered == 1  # the first segment waits
     assert counts.segments_left_out == 3 and counts.frames_left_out == 3 * FPS
     assert counts.packets == source.statistics().produced  # every packet was read
+
+
+def top_boxes(data: bytes) -> list[tuple[str, int]]:
+    found, at = [], 0
+    while at + 8 <= len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        found.append((data[at + 4 : at + 8].decode("latin-1"), size))
+        at += size if size else len(data)
+    return found
+
+
+@pytest.mark.parametrize("room", ["enough", "too little"])
+def test_a_clip_has_its_index_up_front_written_once_or_moved_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: str
+) -> None:
+    """A clip's index goes in room kept for it at the start (one pass over the file);
+    when it does not fit, the clip is written again with ``+faststart``."""
+    if room == "too little":
+        monkeypatch.setattr("mediaflow.nodes.recorder_mux.INDEX_BASE_BYTES", 64)
+        monkeypatch.setattr("mediaflow.nodes.recorder_mux.INDEX_BYTES_PER_SAMPLE", 0)
+    media = rtsp_media("h264", fps=FPS, seconds=4.0, gop_s=1.0)
+    out = tmp_path / "clip.mp4"
+    muxed = mux_clip([SegmentFile(media, 0.0, 4.0)], "video/mp4", None, out, copy_sound=True)
+    boxes = top_boxes(out.read_bytes())
+    kinds = [kind for kind, _ in boxes]
+    assert kinds.index("moov") < kinds.index("mdat")
+    left_over = sum(size for kind, size in boxes if kind == "free")
+    assert (left_over > 1000) == (room == "enough")  # the room the index did not take
+    facts = stream_facts(out)
+    assert facts["video"]["decoded"] == muxed.frames == 4 * FPS
+    assert facts["audio"]["codec"] == "aac"

@@ -9,12 +9,14 @@ starting at 0 like the video. Every function blocks: call them from a worker thr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import av
+import av.error
 import numpy as np
 from av.audio.stream import AudioStream
 from av.video.stream import VideoStream
@@ -50,12 +52,29 @@ class MuxedClip:
     size: int  # bytes written
 
 
-def container_for(media_type: str) -> tuple[str, str, dict[str, str]]:
-    """``(format, audio encoder, muxer options)`` for a segment media type."""
+def container_for(media_type: str, seconds: float = 0.0) -> tuple[str, str, dict[str, str]]:
+    """``(format, audio encoder, muxer options)`` for a segment media type, for a clip
+    of ``seconds`` (0: unknown)."""
     if media_type == "video/webm":
         return "webm", "libopus", {}
     # A plain MP4 with the index up front: seekable in a browser from the first byte.
+    # Room for the index is kept at the start, so it is written once, in place;
+    # ``+faststart`` (when the length is unknown) writes the whole file a second time.
+    if seconds > 0:
+        return "mp4", "aac", {"moov_size": str(index_room(seconds))}
     return "mp4", "aac", {"movflags": "+faststart"}
+
+
+# The index of an MP4 takes ~8 bytes a sample (seen: 13.9 kB for 1858 samples); room
+# for three times that, at 60 pictures and 100 sound frames a second, and some more.
+INDEX_BYTES_PER_SAMPLE = 24
+SAMPLES_PER_S = 160
+INDEX_BASE_BYTES = 16384
+
+
+def index_room(seconds: float) -> int:
+    """Bytes kept at the start of a clip of ``seconds`` for its index (``moov``)."""
+    return INDEX_BASE_BYTES + math.ceil(seconds * SAMPLES_PER_S) * INDEX_BYTES_PER_SAMPLE
 
 
 def mux_clip(
@@ -67,8 +86,26 @@ def mux_clip(
     copy_sound: bool = False,
 ) -> MuxedClip:
     """Write ``segments`` (same codec and size, in order) and ``audio`` to ``out``; with
-    ``copy_sound`` (and no ``audio``), the sound the segments carry, copied."""
-    fmt, audio_encoder, options = container_for(media_type)
+    ``copy_sound`` (and no ``audio``), the sound the segments carry, copied. The index
+    goes in room kept for it at the start; a clip whose index does not fit (FFmpeg
+    refuses it as the file closes) is written again with ``+faststart``."""
+    seconds = sum(segment.duration for segment in segments)
+    try:
+        return _mux(segments, media_type, audio, out, copy_sound, seconds)
+    except av.error.ArgumentError:
+        out.unlink(missing_ok=True)
+        return _mux(segments, media_type, audio, out, copy_sound, 0.0)
+
+
+def _mux(
+    segments: Sequence[SegmentFile],
+    media_type: str,
+    audio: ClipAudio | None,
+    out: Path,
+    copy_sound: bool,
+    seconds: float,
+) -> MuxedClip:
+    fmt, audio_encoder, options = container_for(media_type, seconds)
     with av.open(str(out), "w", format=fmt, options=options) as output:
         first = segments[0]
         sound_out: AudioStream | None = None
