@@ -56,13 +56,15 @@ class Result:
     """What a recogniser heard: a finished utterance (``final``) or a hypothesis.
 
     ``start``/``end`` are seconds of audio fed since the recogniser started
-    (or was last flushed or reset). ``text`` is never empty.
+    (or was last flushed or reset). ``text`` is never empty. ``confidence`` (0-1)
+    is set where the engine gives one (Whisper: the mean token probability).
     """
 
     text: str
     start: float
     end: float
     final: bool
+    confidence: float | None = None
 
 
 @runtime_checkable

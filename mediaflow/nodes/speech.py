@@ -328,6 +328,7 @@ class SpeechNode(Node):
             port = "text" if item.final else "partial"
             await ctx.emit(port, item.text)
             # ``port`` lets a reader (the wall) put the event where the value went.
+            confidence = {} if item.confidence is None else {"confidence": item.confidence}
             ctx.publish(
                 "transcript",
                 port=port,
@@ -335,6 +336,7 @@ class SpeechNode(Node):
                 start=item.start,
                 end=item.end,
                 final=item.final,
+                **confidence,
             )
             self._outbox.popleft()
 

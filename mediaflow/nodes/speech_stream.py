@@ -33,6 +33,7 @@ class Transcript:
     start: float
     end: float
     final: bool
+    confidence: float | None = None
 
 
 class SpeechStream:
@@ -93,7 +94,7 @@ class SpeechStream:
                 continue
             start = round(self.clock.to_stream(result.start), 3)
             end = round(self.clock.to_stream(result.end), 3)
-            out.append(Transcript(result.text, start, end, result.final))
+            out.append(Transcript(result.text, start, end, result.final, result.confidence))
             self._last_partial = None if result.final else result.text
             if result.final:
                 self.clock.forget_before(result.end)
