@@ -116,8 +116,9 @@ async def run_flow(options: RunOptions) -> int:
     logger = asyncio.create_task(log_events(bus))
     refused = await _start(session)
     if refused is not None:
-        print(f"mediaflow: {refused}", file=sys.stderr)
-        return 1
+        code, why = refused
+        print(f"mediaflow: {why}", file=sys.stderr)
+        return code
     try:
         # Garbage collection is the run's job, on the machine of its store.
         sweeping = (
@@ -177,19 +178,24 @@ async def run_flow(options: RunOptions) -> int:
     return 0
 
 
-async def _start(session: FlowSession) -> str | None:
-    """Start ``session``; None once started, else why it could not start (one line)."""
+async def _start(session: FlowSession) -> tuple[int, str] | None:
+    """Start ``session``; None once started, else the exit code and why it could
+    not start (one line): 2 for a setting a node refused, 1 for anything else."""
     try:
         await session.start()
     except FlowAlreadyRunning as exc:
-        return str(exc)
+        return 1, str(exc)
     except (QueueError, OSError) as exc:
-        return f"cannot start flow {session.spec.name!r}: {exc}"
+        return 1, f"cannot start flow {session.spec.name!r}: {exc}"
+    except ConfigError as exc:
+        # A node's setting names something that is not there (a model): the
+        # flow file or the machine needs fixing, as for any other bad setting.
+        return 2, f"cannot start flow {session.spec.name!r}: {exc}"
     except Exception as exc:
         # A node's setup refused (an unknown device, a missing file, a bad model):
         # its message says what is wrong, a traceback would only hide it.
         log.debug("setup failed", exc_info=True)
-        return f"cannot start flow {session.spec.name!r}: {exc}"
+        return 1, f"cannot start flow {session.spec.name!r}: {exc}"
     return None
 
 

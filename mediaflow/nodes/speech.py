@@ -79,6 +79,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -102,6 +103,9 @@ from mediaflow.nodes.speech_recipe import (
     read_grammar,
 )
 from mediaflow.nodes.speech_stream import MAX_HOLE_FILL_S, SpeechStream, Transcript
+from mediaflow.nodes.voice_activity import VoiceSettings
+from mediaflow.nodes.whisper_engine import WhisperSettings
+from mediaflow.nodes.whisper_models import DEFAULT_MODEL
 from mediaflow.nodes.whole_utterance import DEFAULT_MAX_UTTERANCE_S
 from mediaflow.store import ArtifactNotFound
 
@@ -135,6 +139,10 @@ class SpeechInputError(ValueError):
         self.item_seq = item_seq
 
 
+WHISPER = "whisper"
+POCKETSPHINX = "pocketsphinx"
+
+
 def check_options(
     searches: Mapping[str, object],
     sphinx_settings: Mapping[str, object],
@@ -142,25 +150,79 @@ def check_options(
     kws_threshold: float | None,
     engine: str | None,
     engine_options: Mapping[str, Any] | None,
+    whisper_settings: Mapping[str, object] | None = None,
 ) -> None:
     """Refuse contradictory speech options with a ``ValueError`` saying which. Pure.
 
     ``searches`` (grammar, keyphrase, lm) exclude each other; they and
-    ``sphinx_settings`` configure pocketsphinx, so they exclude ``engine``.
+    ``sphinx_settings`` configure pocketsphinx, so they exclude any other
+    ``engine``; ``whisper_settings`` need ``engine = "whisper"``.
     """
     chosen = sorted(name for name, value in searches.items() if value is not None)
     if len(chosen) > 1:
         raise ValueError(f"speech: give at most one of grammar, keyphrase, lm; got {chosen}")
     if kws_threshold is not None and "keyphrase" not in chosen:
         raise ValueError("speech: kws_threshold needs a keyphrase")
+    whisper = sorted(name for name, value in (whisper_settings or {}).items() if value is not None)
+    if whisper and engine != WHISPER:
+        raise ValueError(f"speech: {', '.join(whisper)} need engine = {WHISPER!r}")
+    if engine in (None, POCKETSPHINX):
+        if engine_options is not None:
+            raise ValueError("speech: engine_options needs an engine")
+        return
     sphinx = chosen + sorted(name for name, value in sphinx_settings.items() if value is not None)
-    if engine is not None and sphinx:
+    if engine == WHISPER:
+        sphinx = [name for name in sphinx if name not in ("model", "max_utterance_s")]
+    if sphinx:
         raise ValueError(
-            f"speech: {', '.join(sphinx)} configure pocketsphinx, not {engine!r}; "
-            "pass the engine's own settings in engine_options"
+            f"speech: {', '.join(sphinx)} configure pocketsphinx, not {engine!r}"
+            + ("" if engine == WHISPER else "; pass the engine's own settings in engine_options")
         )
-    if engine_options is not None and engine is None:
-        raise ValueError("speech: engine_options needs an engine")
+    if engine == WHISPER and engine_options is not None:
+        raise ValueError("speech: engine 'whisper' takes its settings as the node's own options")
+
+
+def whisper_settings(
+    model: str | None,
+    max_utterance_s: float | None,
+    *,
+    partials: bool,
+    language: str | None,
+    beam_size: int | None,
+    compute_type: str | None,
+    threads: int | None,
+    download: bool | None,
+    partial_every_s: float | None,
+    vad_threshold: float | None,
+    pad_s: float | None,
+) -> WhisperSettings:
+    """The Whisper engine's settings from the node's options (None: the default).
+    Raises ``ValueError`` naming a bad one."""
+    base, voice = WhisperSettings(), VoiceSettings()
+    pad = voice.pad_s if pad_s is None else float(pad_s)
+    try:
+        return WhisperSettings(
+            model=model or DEFAULT_MODEL,
+            download=bool(download),
+            language=language,
+            beam_size=base.beam_size if beam_size is None else int(beam_size),
+            compute_type=compute_type or base.compute_type,
+            threads=base.threads if threads is None else int(threads),
+            partials=partials,
+            partial_every_s=(
+                base.partial_every_s if partial_every_s is None else float(partial_every_s)
+            ),
+            voice=VoiceSettings(
+                threshold=voice.threshold if vad_threshold is None else float(vad_threshold),
+                min_silence_s=max(voice.min_silence_s, pad),
+                pad_s=pad,
+                max_utterance_s=(
+                    voice.max_utterance_s if max_utterance_s is None else float(max_utterance_s)
+                ),
+            ),
+        )
+    except ValueError as exc:
+        raise ValueError(f"speech: {exc}") from None
 
 
 class SpeechNode(Node):
@@ -203,9 +265,27 @@ class SpeechNode(Node):
         redecode: bool | None = None,
         max_utterance_s: float | None = None,
         isolate: str | None = None,
+        language: str | None = None,
+        beam_size: int | None = None,
+        compute_type: str | None = None,
+        threads: int | None = None,
+        download: bool | None = None,
+        partial_every_s: float | None = None,
+        vad_threshold: float | None = None,
+        pad_s: float | None = None,
     ) -> None:
         if isolate is not None and isolate not in ISOLATIONS:
             raise ValueError(f"speech: isolate must be one of {ISOLATIONS}; got {isolate!r}")
+        whisper_options = {
+            "language": language,
+            "beam_size": beam_size,
+            "compute_type": compute_type,
+            "threads": threads,
+            "download": download,
+            "partial_every_s": partial_every_s,
+            "vad_threshold": vad_threshold,
+            "pad_s": pad_s,
+        }
         check_options(
             {"grammar": grammar, "keyphrase": keyphrase, "lm": lm},
             {
@@ -218,7 +298,10 @@ class SpeechNode(Node):
             kws_threshold=kws_threshold,
             engine=engine,
             engine_options=engine_options,
+            whisper_settings=whisper_options,
         )
+        if engine == POCKETSPHINX:
+            engine = None
         self.grammar, self.keyphrase, self.lm = grammar, keyphrase, lm
         self.kws_threshold = 1e-20 if kws_threshold is None else float(kws_threshold)
         self.model, self.dictionary = model, dictionary
@@ -233,7 +316,22 @@ class SpeechNode(Node):
         )
         if not self.max_utterance_s > 0:
             raise ValueError(f"speech: max_utterance_s must be positive; got {max_utterance_s!r}")
-        self.isolate = isolate or ("thread" if engine is not None else "process")
+        self.whisper: WhisperSettings | None = None
+        if engine == WHISPER:
+            self.whisper = whisper_settings(
+                model,
+                max_utterance_s,
+                partials=self.partials,
+                language=language,
+                beam_size=beam_size,
+                compute_type=compute_type,
+                threads=threads,
+                download=download,
+                partial_every_s=partial_every_s,
+                vad_threshold=vad_threshold,
+                pad_s=pad_s,
+            )
+        self.isolate = isolate or ("thread" if engine not in (None, WHISPER) else "process")
         self._executor: ThreadPoolExecutor | None = None
         self._stream: SpeechStream | None = None
         self._node = "speech"
@@ -249,7 +347,8 @@ class SpeechNode(Node):
         try:
             recognizer = await self._call(self._build, ctx.flow_dir)
         except RecognizerError as exc:
-            raise RecognizerError(f"speech node {ctx.node!r}: {exc}") from exc
+            # The same class (ModelNotFound is also a configuration error: exit 2).
+            raise type(exc)(f"speech node {ctx.node!r}: {exc}") from exc
         self._stream = SpeechStream(recognizer, partials=self.partials)
 
     def _build(self, flow_dir: Path) -> Recognizer:
@@ -265,6 +364,8 @@ class SpeechNode(Node):
             resolved = Path(option).expanduser()
             return resolved if resolved.is_absolute() else flow_dir / resolved
 
+        if self.whisper is not None:
+            return replace(self.whisper, flow_dir=flow_dir)
         if self.engine is not None:
             return EngineRecipe(self.engine, self.engine_options, flow_dir)
         grammar_path = path(self.grammar)

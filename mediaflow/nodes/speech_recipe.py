@@ -20,6 +20,7 @@ from mediaflow.nodes.recognizer import (
     SphinxSearch,
     load_engine,
 )
+from mediaflow.nodes.whisper_engine import WhisperSettings
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class EngineRecipe:
         return load_engine(self.target, self.options, self.search_dir)
 
 
-RecognizerRecipe = PocketSphinxRecipe | EngineRecipe
+RecognizerRecipe = PocketSphinxRecipe | EngineRecipe | WhisperSettings
 
 
 def read_grammar(path: Path | None) -> str | None:
