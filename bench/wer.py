@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 
@@ -34,3 +35,14 @@ def wer(pairs: Iterable[tuple[str, str]]) -> float:
     if words == 0:
         return 0.0 if errors == 0 else float("inf")
     return errors / words
+
+
+_SPOKEN_FORMS = {"mr": "mister", "mrs": "missus", "dr": "doctor", "st": "saint"}
+
+
+def normalise(text: str) -> str:
+    """``text`` as words to score: lower case, hyphens as spaces, punctuation
+    dropped, the abbreviations Whisper writes ("Mr.") as the words read ("mister").
+    Digits stay digits: "ten" and "10" differ. Pure."""
+    words = re.sub(r"[^a-z0-9' ]", " ", text.lower().replace("-", " ")).split()
+    return " ".join(_SPOKEN_FORMS.get(word, word) for word in words)

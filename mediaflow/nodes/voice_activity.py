@@ -135,6 +135,7 @@ class VoiceSettings:
     """
 
     threshold: float = 0.5
+    sure: float = 0.8
     min_speech_s: float = 0.25
     min_silence_s: float = 0.6
     pad_s: float = 0.4
@@ -158,10 +159,12 @@ class VoiceSettings:
 
 @dataclass(frozen=True, slots=True)
 class Utterance:
-    """Samples ``[start, end)`` of the stream hold one utterance, padding included."""
+    """Samples ``[start, end)`` of the stream hold one utterance, padding included;
+    ``sure_s`` of it scored at least ``VoiceSettings.sure``."""
 
     start: int
     end: int
+    sure_s: float = 0.0
 
 
 @dataclass
@@ -205,17 +208,20 @@ class UtteranceFinder:
         s = self.settings
         if probability >= s.threshold:
             if self._candidate is None:
-                self._candidate, self._voiced, self._quiet = index, 0, 0
+                self._candidate, self._voiced, self._quiet, self._probs = index, 0, 0, []
             self._voiced += 1
             self._quiet = 0
         elif self._candidate is not None:
             self._quiet += 1
             if self._quiet * WINDOW_S >= s.min_silence_s:
                 self._candidate = None  # a blip: not enough speech before the pause
-        if self._candidate is not None and self._voiced * WINDOW_S >= s.min_speech_s:
+                self._probs = []
+        if self._candidate is None:
+            return iter(())
+        self._probs.append(probability)  # from the candidate on: the utterance's windows
+        if self._voiced * WINDOW_S >= s.min_speech_s:
             self.start = max(0, self._sample(self._candidate) - self._pad)
             self._last_voiced = index
-            self._probs = [probability]
             self._candidate = None
             self._quiet = 0
         return iter(())
@@ -232,18 +238,26 @@ class UtteranceFinder:
         smooth = np.convolve(tail, np.ones(3) / 3, mode="same")
         quietest = half + int(np.argmin(smooth))
         cut = self._sample(first + quietest)
-        done = Utterance(self.start, cut)
+        done = Utterance(self.start, cut, self._sure_s(self._probs[:quietest]))
         self._probs = self._probs[quietest:]
         self.start = cut
         return done
 
     def _close(self, end: int) -> Utterance:
         assert self.start is not None
-        done = Utterance(self.start, end)
+        done = Utterance(self.start, end, self._sure_s(self._probs))
         self.start = None
         self._probs = []
         self._quiet = 0
         return done
+
+    @property
+    def sure_s(self) -> float:
+        """Seconds of the open utterance scored at least ``sure`` (0 when none is open)."""
+        return self._sure_s(self._probs) if self.start is not None else 0.0
+
+    def _sure_s(self, probabilities: list[float]) -> float:
+        return sum(p >= self.settings.sure for p in probabilities) * WINDOW_S
 
     @property
     def keep_from(self) -> int:

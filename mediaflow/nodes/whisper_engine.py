@@ -49,6 +49,11 @@ from mediaflow.nodes.whisper_models import DEFAULT_MODEL, resolve_model
 from mediaflow.nodes.whole_utterance import SAMPLE_RATE
 
 COMPUTE_TYPES: Final = ("int8", "int8_float32", "float32", "default")
+NO_SPEECH: Final = 0.8
+"""A segment the model calls silence with more than this probability is dropped,
+whatever its words' probability: on pink noise tiny.en says "You" at 0.93-0.96
+(log-probability -0.9, which Whisper's own rule lets through); on speech, the
+corpus's highest is 0.42 ("five five")."""
 PARTIAL_COST_FACTOR: Final = 4.0
 """A partial waits for at least this many times its predecessor's decoding time."""
 
@@ -135,16 +140,19 @@ class Decoded:
 def words_of(segments: Iterable[Any]) -> Decoded:
     """The text of faster-whisper's segments, with the mean token probability.
 
-    Segments the model itself calls silence (``no_speech_prob`` > 0.6 with a mean
-    log-probability under -1, its own rule) are left out. Pure."""
+    Segments the model itself calls silence are left out: ``no_speech_prob`` over
+    :data:`NO_SPEECH`, or over 0.6 with a mean log-probability under -1 (Whisper's
+    own rule); so are segments with no letter or digit. Pure."""
     texts: list[str] = []
     weighted = tokens = 0.0
     for segment in segments:
-        if segment.no_speech_prob > 0.6 and segment.avg_logprob < -1.0:
+        if segment.no_speech_prob > NO_SPEECH or (
+            segment.no_speech_prob > 0.6 and segment.avg_logprob < -1.0
+        ):
             continue
         text = segment.text.strip()
-        if not text:
-            continue
+        if not any(c.isalnum() for c in text):
+            continue  # "." or "...": what the model writes for a noise
         texts.append(text)
         count = max(1, len(segment.tokens))
         weighted += segment.avg_logprob * count
@@ -207,11 +215,13 @@ class WhisperRecognizer:
     # -- decoding ---------------------------------------------------------------
 
     def _final(self, utterance: Utterance) -> list[Result]:
+        self._next_partial = 0
+        if utterance.sure_s < self.settings.voice.min_speech_s:
+            return []  # noise that looked like speech now and then: never decoded
         audio = self._span(utterance.start, utterance.end)
         decoded = words_of(
             self._transcribe(audio, beam_size=self.settings.beam_size, without_timestamps=False)
         )
-        self._next_partial = 0
         if not decoded.text:
             return []
         return [
@@ -230,7 +240,7 @@ class WhisperRecognizer:
         now = self._scored
         if self._next_partial == 0:
             self._next_partial = start + round(self.settings.partial_every_s * SAMPLE_RATE)
-        if now < self._next_partial:
+        if now < self._next_partial or self._finder.sure_s < self.settings.voice.min_speech_s:
             return None
         began = time.perf_counter()
         decoded = words_of(

@@ -64,7 +64,7 @@ PACKAGED: Final[Mapping[str, PackagedModel]] = {
 }
 DEFAULT_MODEL: Final = "tiny.en"
 
-_verified: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) whose hash matched
+_verified: set[tuple[str, int, int, str]] = set()  # (path, size, mtime_ns, sha256) checked
 _verified_lock = threading.Lock()
 
 
@@ -130,7 +130,7 @@ def _check_file(path: Path, digest: str) -> str | None:
         stat = path.stat()
     except OSError:
         return f"{path.name} is missing"
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    key = (str(path), stat.st_size, stat.st_mtime_ns, digest)
     with _verified_lock:
         if key in _verified:
             return None
