@@ -238,6 +238,11 @@ class SpeechNode(Node):
     decoded whole, as a fresh pocketsphinx decoder would (false: the streaming
     decoder's own, cheaper and less accurate); ``max_utterance_s`` (30): an
     utterance is cut at this length, a new one starts with the speech after it.
+    Whisper (``engine = "whisper"``, :mod:`mediaflow.nodes.whisper_engine`):
+    ``model`` (``"tiny.en"``, a directory, or a cached name), ``download``
+    (false), ``language``, ``beam_size`` (5), ``compute_type`` ("int8"),
+    ``threads`` (0: automatic), ``partials``, ``partial_every_s`` (1.5),
+    ``vad_threshold`` (0.5), ``pad_s`` (0.4), ``max_utterance_s`` (20).
     Or ``engine = "package.module:Class"`` with ``engine_options`` (keyword
     arguments of the class) for another recogniser. ``isolate``: ``"process"``
     (pocketsphinx's default) builds the recogniser in a host process shared by the
