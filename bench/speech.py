@@ -8,6 +8,7 @@ Run from the repository root (a few minutes; needs espeak-ng and sox)::
     python -m bench.speech --skip lm,flow   # grammar decoding only
     python -m bench.speech --redecode       # finals decoded whole: the cost
     python -m bench.speech --wer            # ... and the accuracy (bench/speech_whole.py)
+    python -m bench.speech --overhead       # pipeline / bare recogniser (bench/speech_overhead.py)
 
 The audio is espeak-ng (``-v en-us``) speaking the sample grammar's sentences
 with 0.6 s of silence between them, 16 kHz mono. Every measurement runs in a
@@ -28,6 +29,8 @@ child process of its own (see :mod:`bench._common`).
    durable chunks, queue and artifact store included. Largest K whose audio is
    all transcribed in at most its own duration, each stream giving as many
    utterances as one stream alone.
+5. **overhead**: 16 microphone → speech flows in real time against the same
+   recogniser fed the same chunks bare, CPU by area (:mod:`bench.speech_overhead`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import speech_overhead
 from bench._common import Json, emit_result, run_child
 from bench._speech_audio import GRAMMAR, make_audio, wav_chunks
 
@@ -204,6 +208,7 @@ CHILDREN: dict[str, Callable[[Json], Json]] = {
     "capacity": child_capacity,
     "gil": child_gil,
     "flow": child_flow,
+    **speech_overhead.CHILDREN,
 }
 
 
@@ -302,6 +307,8 @@ def run(args: argparse.Namespace) -> Json:
             report["flow"] = {
                 chunk_ms: flow_capacity(chunk_ms, flow_audio, args.max_k) for chunk_ms in (20, 100)
             }
+    if "overhead" not in args.skip:
+        report["overhead"] = speech_overhead.overhead_report(measure, args.reps)
     return report
 
 
@@ -339,6 +346,8 @@ def table(report: Json) -> str:
         ]
         for chunk_ms, value in report["flow"].items():
             lines.append(f"| {chunk_ms} ms chunks | {_k(value)} |")
+    if "overhead" in report:
+        lines += ["", speech_overhead.overhead_table(report["overhead"])]
     return "\n".join(lines)
 
 
@@ -348,10 +357,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--flow-audio-s", type=float, default=10.0, help="audio per stream (flows)")
     p.add_argument("--reps", type=int, default=3, help="RTF runs per search (median)")
     p.add_argument("--max-k", type=int, default=512, help="most streams tried")
-    p.add_argument("--skip", default="", help="comma list of: grammar, lm, capacity, flow")
+    p.add_argument(
+        "--skip", default="", help="comma list of: grammar, lm, capacity, flow, overhead"
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--redecode", action="store_true", help="only the re-decode cost table")
     p.add_argument("--wer", action="store_true", help="only the WER table (real recordings)")
+    p.add_argument(
+        "--overhead", action="store_true", help="only the pipeline / bare recogniser table"
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--child-args", default="{}", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -363,6 +377,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         emit_result(CHILDREN[args.child](json.loads(args.child_args)))
+        return 0
+    if args.overhead:
+        overhead = speech_overhead.overhead_report(measure, args.reps)
+        print(
+            json.dumps(overhead, indent=2)
+            if args.json
+            else speech_overhead.overhead_table(overhead)
+        )
         return 0
     if args.redecode or args.wer:
         # Finals decoded whole: see bench/speech_whole.py.

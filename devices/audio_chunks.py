@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import io
-import wave
+import struct
 from dataclasses import dataclass
 
 import av
@@ -49,15 +48,25 @@ def encode_wav(chunk: AudioChunk) -> bytes:
     return pcm_wav(pcm, chunk.rate, chunk.channels)
 
 
+_HEADER = struct.Struct("<4sI4s4sIHHIIHH4sI")
+
+
 def pcm_wav(pcm: bytes, rate: int, channels: int = 1) -> bytes:
-    """A complete WAV file of ``pcm`` (interleaved s16 little-endian). Pure."""
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(channels)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(pcm)
-    return buffer.getvalue()
+    """A complete WAV file of ``pcm`` (interleaved s16 little-endian). Pure.
+
+    The same 44 bytes of header as the ``wave`` module writes, packed directly (a
+    few times cheaper; this runs on the event loop for every audio chunk). Raises
+    ``ValueError`` for a rate or channel count a WAV header cannot hold."""
+    if not 1 <= channels <= 0xFFFF or not 1 <= rate <= 0xFFFFFFFF:
+        raise ValueError(
+            f"a WAV file holds 1-65535 channels at a positive rate: {channels}, {rate}"
+        )
+    size = len(pcm)
+    header = _HEADER.pack(
+        b"RIFF", 36 + size, b"WAVE", b"fmt ", 16, 1, channels, rate,
+        rate * 2 * channels, 2 * channels, 16, b"data", size,
+    )  # fmt: skip
+    return header + pcm
 
 
 class Chunker:

@@ -37,6 +37,7 @@ from mediaflow.store.errors import ArtifactNotFound, StoreFull, raise_if_full
 from mediaflow.store.files import PartFile, place, read_chunks, sweep_parts
 from mediaflow.store.locks import SaveLock
 from mediaflow.store.metadata import GcCounters, Metadata, Row, StoreTotals, SweepWork
+from mediaflow.store.recent import RecentBytes
 from mediaflow.store.streams import Chunk, check_chunk, fill_part
 
 SyncSource: TypeAlias = Chunk | str | os.PathLike[str] | Iterable[Chunk]
@@ -83,6 +84,8 @@ class ArtifactStore:
         self._meta = Metadata(self.db_path)
         self.save_lock = SaveLock(self.data_dir / "store.lock")
         self._prepared = False
+        # Small artifacts this store saved lately, for the read that usually follows.
+        self._recent = RecentBytes()
 
     def __repr__(self) -> str:
         return f"ArtifactStore({str(self.data_dir)!r})"
@@ -106,6 +109,12 @@ class ArtifactStore:
         Raises :class:`MediaError` (bad media type), ``TypeError`` (bad data),
         :class:`StoreFull` (disk or quota full), ``OSError`` (other I/O).
         """
+        if isinstance(data, bytes):
+            # One hop for the whole save; the bytes are kept for a read that follows
+            # (see :mod:`mediaflow.store.recent`). Immutable, so kept without a copy.
+            ref = await asyncio.to_thread(self.save_sync, data, media_type, meta)
+            self._recent.put(ref.digest, data)
+            return ref
         if not isinstance(data, AsyncIterable):
             # One hop for the whole save: a buffer is already in memory, and a path or
             # a sync iterable is streamed chunk by chunk inside that thread.
@@ -252,9 +261,16 @@ class ArtifactStore:
     async def read(self, ref: MediaRef | str) -> bytes:
         """All of an artifact's bytes, read in a worker thread (use :meth:`open` for large ones).
 
+        A small artifact this store saved lately is answered from memory once its file
+        is found in place (a ``stat``, no thread hop; :mod:`mediaflow.store.recent`).
         Raises :class:`ArtifactNotFound` or :class:`MediaError`.
         """
         digest = _digest_of(ref)
+        recent = self._recent.get(digest)
+        if recent is not None:
+            if self.local_path(digest).is_file():
+                return recent
+            self._recent.discard(digest)  # deleted since (a sweep): missing, as below
         try:
             return await asyncio.to_thread(self.local_path(digest).read_bytes)
         except FileNotFoundError:
@@ -308,6 +324,7 @@ class ArtifactStore:
         Does not look at keeps: the caller (GC) decides what may go.
         """
         path = self.local_path(digest)
+        self._recent.discard(digest)
         try:
             path.unlink()
             removed_file = True
