@@ -16,7 +16,9 @@ is CPU-bound).
 en-us model (or another model, dictionary and language model) decodes each,
 under a JSGF grammar, a keyphrase or an n-gram language model: streamed for
 partials, and whole once the utterance ended for its final (exactly what a
-fresh decoder gives for that audio; see :mod:`mediaflow.nodes.whole_utterance`). Another engine
+fresh decoder gives for that audio, the endpointer's span with 0.2 s of the
+stream after it, the silence a recording of the sentence ends with; see
+:mod:`mediaflow.nodes.whole_utterance`). Another engine
 (a Whisper model, say) plugs in with ``engine = "package.module:Class"``: any
 class whose instances have these three methods; :func:`load_engine` builds it.
 """
@@ -32,8 +34,12 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from mediaflow.flows.registry import TargetImportError, import_target
 from mediaflow.nodes.whole_utterance import (
+    BYTES_PER_SECOND,
     DEFAULT_MAX_UTTERANCE_S,
+    DEFAULT_PAD_AFTER_S,
+    DEFAULT_PAD_BEFORE_S,
     SAMPLE_RATE,
+    RecentAudio,
     UtteranceAudio,
     WholeUtteranceDecoder,
 )
@@ -149,18 +155,35 @@ class PocketSphinxRecognizer:
 
     Finals. With ``redecode`` (the default) each final is what pocketsphinx gives
     for that utterance's audio decoded whole by a fresh decoder of the same
-    configuration (batch CMN; see :mod:`mediaflow.nodes.whole_utterance`): the
-    utterance's speech, as the endpointer hands it, is kept until it ends and
-    then decoded again by a second decoder. Partials come from a streaming
-    decoder (live CMN) fed frame by frame; that decoder is not built when
-    ``partials`` is false. An utterance longer than ``max_utterance_s`` is cut
-    there: a final for what was heard, and the speech after it starts a new
-    utterance. ``redecode=False`` gives the streaming decoder's own finals
-    (cheaper, less accurate, no utterance buffer).
+    configuration (batch CMN; see :mod:`mediaflow.nodes.whole_utterance`). The
+    audio decoded is the stream as fed from ``pad_before_s`` before the
+    endpointer's ``speech_start`` to ``pad_after_s`` after its ``speech_end``:
+    the endpointer ends an utterance about 0.2 s after the voice stops, short
+    of the trailing silence a recording of the sentence has, and without that
+    silence a near word flips ("set the water to warm" where the recording,
+    decoded whole, says "cold"). The defaults are measured (see
+    :mod:`mediaflow.nodes.whole_utterance`): ``pad_after_s`` 0.2 s is the middle
+    of the post-rolls that make every test sentence's final its recording's
+    whole decode (0.15-0.25 s); a pre-roll never helped, hence ``pad_before_s``
+    0. A final's ``start``/``end`` are those of the audio decoded. It comes
+    once its post-roll is fed: up to 0.27 s, no later than without one (the
+    endpointer reports an end 0.27 s after ``speech_end``); a longer one,
+    ``pad_after_s`` - 0.27 s later. Spans never overlap: speech that starts inside the last
+    utterance's post-roll ends that post-roll there (its final is decoded at
+    once), and a pre-roll never reaches back before the last final's end. (The
+    endpointer names a start 0.27 s late: with a post-roll longer than that,
+    speech may start inside one already decoded, and then starts at its end.)
+    Partials come from a streaming decoder (live CMN) fed the endpointer's
+    speech; that decoder is not built when ``partials`` is false. An utterance
+    whose audio (pads included) reaches ``max_utterance_s`` is cut there: a
+    final for what was heard, and what follows starts a new utterance at the
+    cut. ``redecode=False`` gives the streaming decoder's own finals, at the
+    same times (cheaper, less accurate).
 
     Raises :class:`RecognizerError` when pocketsphinx is missing or refuses the
     configuration, naming the words a grammar uses that the dictionary lacks;
-    ``ValueError`` for a ``max_utterance_s`` that is not positive.
+    ``ValueError`` for a ``max_utterance_s`` that is not positive or a negative
+    pad.
     """
 
     def __init__(
@@ -174,7 +197,13 @@ class PocketSphinxRecognizer:
         decoder_options: Mapping[str, Any] | None = None,
         redecode: bool = True,
         max_utterance_s: float = DEFAULT_MAX_UTTERANCE_S,
+        pad_before_s: float = DEFAULT_PAD_BEFORE_S,
+        pad_after_s: float = DEFAULT_PAD_AFTER_S,
     ) -> None:
+        if not (pad_before_s >= 0 and pad_after_s >= 0):
+            raise ValueError(
+                f"pad_before_s and pad_after_s must be >= 0; got {pad_before_s!r}, {pad_after_s!r}"
+            )
         try:
             # Imported here, by name: a flow with another engine must not need it, and
             # the package ships no type information (everything from it is Any).
@@ -187,6 +216,11 @@ class PocketSphinxRecognizer:
         self._partials = partials
         self._vad_mode = vad_mode
         self._audio = UtteranceAudio(max_utterance_s)
+        self._pad_before = _position(pad_before_s)
+        self._pad_after = _position(pad_after_s)
+        # The endpointer names an utterance's start a window after the fact.
+        window = float(pocketsphinx.Endpointer.DEFAULT_WINDOW)
+        self._recent = RecentAudio(pad_before_s + window + _RECENT_MARGIN_S)
         self._make_endpointer: Callable[[], Any] = lambda: pocketsphinx.Endpointer(
             vad_mode=vad_mode, sample_rate=SAMPLE_RATE
         )
@@ -203,14 +237,19 @@ class PocketSphinxRecognizer:
         self._endpointer: Any = self._make_endpointer()
         self._frame_bytes = int(self._endpointer.frame_bytes)
         self._pending = bytearray()
-        self._frames = 0  # endpointer frames heard since the last (re)start
-        self._utterance_start: float | None = None  # set while inside an utterance
+        # Positions are bytes of audio fed since the last (re)start.
+        self._fed = 0
+        self._start: int | None = None  # the utterance being collected starts here
+        self._until: int | None = None  # once its speech ended: its post-roll ends here
+        self._floor = 0  # the last final's audio ended here
+        self._speech: int | None = None  # in speech: the live decoder has heard up to here
+        self._live_text = ""  # the live decoder's words for the utterance (no redecode)
 
     def feed(self, pcm16k: bytes) -> list[Result]:
         """See :meth:`Recognizer.feed`. Raises ``RuntimeError`` if pocketsphinx fails.
 
         Blocks for one endpointer frame at a time, and for the whole decode of each
-        utterance that ends in ``pcm16k``."""
+        utterance whose post-roll ends in ``pcm16k``."""
         self._pending += pcm16k
         whole = len(self._pending) - len(self._pending) % self._frame_bytes
         results: list[Result] = []
@@ -221,94 +260,125 @@ class PocketSphinxRecognizer:
         finally:
             view.release()
         del self._pending[:whole]
-        if self._partials and self._utterance_start is not None:
+        if self._partials and self._speech is not None and self._start is not None:
             partial = self._hypothesis()
             if partial:
-                # The endpointer hands speech on a window late: the hypothesis covers
+                # The endpointer hands speech a window late: the hypothesis covers
                 # what the decoder has had, not everything fed.
-                end = self._utterance_start + self._audio.seconds
-                results.append(Result(partial, self._utterance_start, end, final=False))
+                end = _seconds(max(self._speech, self._start))
+                results.append(Result(partial, _seconds(self._start), end, final=False))
         return results
 
     def flush(self) -> list[Result]:
-        """See :meth:`Recognizer.flush`."""
+        """See :meth:`Recognizer.flush`. An utterance still in speech, or still
+        collecting its post-roll, ends with the stream."""
         results: list[Result] = []
-        if self._utterance_start is not None:
+        tail = bytes(self._pending[: len(self._pending) // 2 * 2])
+        if self._speech is not None:
             # end_stream raises IndexError on an empty buffer (pocketsphinx 5), which a
             # stream ending on a frame boundary gives it; one zero sample is padded
             # to a frame of silence, as any short tail is.
-            tail = self._endpointer.end_stream(bytes(self._pending) or b"\0\0")
-            if tail is not None:
-                results += self._hear(tail)
-            end = self._now() + len(self._pending) / 2 / SAMPLE_RATE
-            final = self._end_utterance(end)
-            if final is not None:
-                results.append(final)
+            rest = self._endpointer.end_stream(bytes(self._pending) or b"\0\0")
+            if rest is not None:
+                self._hear(rest)
+            self._end_speech()
+        if self._start is not None:
+            results += self._collect(tail)
+        if self._start is not None:
+            results += self._finish(self._start + self._audio.size)
         self._restart()
         return results
 
     def reset(self) -> None:
         """See :meth:`Recognizer.reset`."""
-        if self._utterance_start is not None and self._live is not None:
+        if self._speech is not None and self._live is not None:
             self._live.end_utt()
         self._restart()
 
     def _frame(self, frame: bytes) -> list[Result]:
         was_speech = self._endpointer.in_speech
         speech = self._endpointer.process(frame)
-        self._frames += 1
+        self._recent.add(frame)
+        self._fed += len(frame)
+        results = self._collect(frame) if self._start is not None else []
         if speech is None:
-            return []
+            return results
         if not was_speech:
-            self._start_utterance(float(self._endpointer.speech_start))
-        results = self._hear(speech)
+            results += self._speech_started(_position(self._endpointer.speech_start))
+        self._hear(speech)
         if not self._endpointer.in_speech:
-            final = self._end_utterance(float(self._endpointer.speech_end))
-            if final is not None:
-                results.append(final)
+            self._end_speech()
+            self._until = _position(self._endpointer.speech_end) + self._pad_after
+            results += self._collect(b"")
         return results
 
-    def _hear(self, speech: bytes) -> list[Result]:
-        """Speech of the utterance in progress: kept, streamed, cut at the cap."""
+    def _speech_started(self, at: int) -> list[Result]:
         results: list[Result] = []
-        while speech:
-            rest = self._audio.add(speech)
-            kept = speech[: len(speech) - len(rest)]
-            if self._live is not None and kept:
-                self._live.process_raw(kept)
-            speech = rest
-            if self._audio.full:
-                assert self._utterance_start is not None
-                cut = self._utterance_start + self._audio.seconds
-                final = self._end_utterance(cut)
-                if final is not None:
-                    results.append(final)
-                self._start_utterance(cut)
-        return results
-
-    def _start_utterance(self, start: float) -> None:
-        self._utterance_start = start
-        self._audio.clear()
+        if self._start is not None:
+            # The last utterance is still collecting its post-roll: it ends here.
+            assert self._until is not None
+            results += self._finish(min(self._until, at))
+        self._speech = at
         if self._live is not None:
             self._live.start_utt()
+        self._start, pcm = self._recent.since(max(at - self._pad_before, self._floor))
+        self._audio.clear()
+        return results + self._collect(pcm)
 
-    def _end_utterance(self, end: float) -> Result | None:
-        start = self._utterance_start
-        self._utterance_start = None
+    def _hear(self, speech: bytes) -> None:
+        """The endpointer's speech, to the streaming decoder."""
+        assert self._speech is not None
+        if self._live is not None:
+            self._live.process_raw(speech)
+        self._speech += len(speech)
+
+    def _end_speech(self) -> None:
+        self._speech = None
         if self._live is not None:
             self._live.end_utt()
-        audio = self._audio.take()
-        text = self._whole.decode(audio) if self._whole is not None else self._hypothesis()
-        if not text or start is None:
-            return None
-        return Result(text, start, end, final=True)
+            self._live_text = self._hypothesis()
+
+    def _collect(self, pcm: bytes) -> list[Result]:
+        """The stream as fed, to the utterance being collected: its speech until the
+        endpointer ends it, then up to the end of its post-roll; cut at the cap."""
+        results: list[Result] = []
+        while self._start is not None:
+            if self._until is not None:
+                self._audio.add(pcm[: max(0, self._until - self._start - self._audio.size)])
+                if self._start + self._audio.size >= self._until or self._audio.full:
+                    results += self._finish(self._until)
+                return results
+            pcm = self._audio.add(pcm)
+            if not self._audio.full:
+                return results
+            # At the cap, mid-speech: a final for what was heard; what follows starts a
+            # new utterance at the cut, without a pre-roll (the pieces abut).
+            cut = self._start + self._audio.size
+            if self._live is not None:
+                self._live.end_utt()
+                self._live_text = self._hypothesis()
+            results += self._finish(cut)
+            if self._live is not None:
+                self._live.start_utt()
+            self._start = cut
+        return results
+
+    def _finish(self, end: int) -> list[Result]:
+        """Decode the utterance's audio up to ``end`` (or all it has, if less)."""
+        start = self._start
+        assert start is not None
+        pcm = self._audio.take(max(0, end - start))
+        self._start = self._until = None
+        self._floor = start + len(pcm)
+        text = self._whole.decode(pcm) if self._whole is not None else self._live_text
+        self._live_text = ""
+        if not text:
+            return []
+        return [Result(text, _seconds(start), _seconds(start + len(pcm)), final=True)]
 
     def _hypothesis(self) -> str:
         hyp = None if self._live is None else self._live.hyp()
         return "" if hyp is None else str(hyp.hypstr).strip()
-
-    def _now(self) -> float:
-        return self._frames * self._frame_bytes / 2 / SAMPLE_RATE
 
     def _restart(self) -> None:
         # The endpointer has no reset and counts time from its creation: a new one
@@ -316,8 +386,24 @@ class PocketSphinxRecognizer:
         self._endpointer = self._make_endpointer()
         self._pending.clear()
         self._audio.clear()
-        self._frames = 0
-        self._utterance_start = None
+        self._recent.clear()
+        self._fed = 0
+        self._start = self._until = self._speech = None
+        self._floor = 0
+        self._live_text = ""
+
+
+_RECENT_MARGIN_S: Final = 0.1
+"""Kept beyond the pre-roll and the endpointer's window (a few frames)."""
+
+
+def _position(seconds: float) -> int:
+    """Seconds of 16 kHz mono s16 audio as a byte position (whole samples)."""
+    return round(seconds * SAMPLE_RATE) * 2
+
+
+def _seconds(position: int) -> float:
+    return position / BYTES_PER_SECOND
 
 
 def sphinx_config(

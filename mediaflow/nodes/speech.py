@@ -23,8 +23,15 @@ the default language model about half the utterance's length or more:
 Finals. Each final is what pocketsphinx gives for that utterance's audio
 decoded whole by a fresh decoder (batch CMN, on every utterance, the first of a
 stream included), not the streaming decoder's own, whose live CMN has no
-estimate yet for a stream's first utterance and lags after. The utterance's
-audio is kept until it ends, at most ``max_utterance_s`` (30 s, ~1 MB): a
+estimate yet for a stream's first utterance and lags after. The audio decoded
+runs from the endpointer's start to 0.2 s after its end (the recogniser's
+``pad_after_s``; ``pad_before_s``, 0, before the start): the endpointer ends an
+utterance about 0.2 s after the voice stops, short of the silence a recording
+of the sentence ends with, and without it a near word flips ("warm" where the
+recording says "cold"; measured, see :mod:`mediaflow.nodes.whole_utterance`).
+The endpointer reports an end 0.27 s late anyway: the final comes no later. A
+final's start and end are those of the audio decoded. The utterance's audio is
+kept until it ends, at most ``max_utterance_s`` (30 s, ~1 MB, pads included): a
 longer one is cut there, a final for each piece. Partials are the streaming
 decoder's: a final may differ from the last partial before it.
 

@@ -21,6 +21,11 @@ from mediaflow.nodes.recognizer import (
     load_engine,
 )
 from mediaflow.nodes.whisper_engine import WhisperSettings
+from mediaflow.nodes.whole_utterance import (
+    DEFAULT_MAX_UTTERANCE_S,
+    DEFAULT_PAD_AFTER_S,
+    DEFAULT_PAD_BEFORE_S,
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,9 @@ class PocketSphinxRecipe:
     partials: bool = True
     decoder_options: dict[str, Any] = field(default_factory=dict)
     redecode: bool = True
-    max_utterance_s: float = 30.0
+    max_utterance_s: float = DEFAULT_MAX_UTTERANCE_S
+    pad_before_s: float = DEFAULT_PAD_BEFORE_S
+    pad_after_s: float = DEFAULT_PAD_AFTER_S
 
     def build(self) -> Recognizer:
         """Load the model (blocks ~0.1-0.4 s). Raises :class:`RecognizerError`."""
@@ -47,6 +54,8 @@ class PocketSphinxRecipe:
             decoder_options=self.decoder_options,
             redecode=self.redecode,
             max_utterance_s=self.max_utterance_s,
+            pad_before_s=self.pad_before_s,
+            pad_after_s=self.pad_after_s,
         )
 
 
