@@ -9,6 +9,7 @@ Run from the repository root (a few minutes; needs espeak-ng and sox)::
     python -m bench.speech --redecode       # finals decoded whole: the cost
     python -m bench.speech --wer            # ... and the accuracy (bench/speech_whole.py)
     python -m bench.speech --overhead       # pipeline / bare recogniser (bench/speech_overhead.py)
+    python -m bench.speech --engines        # both engines side by side (bench/speech_engines.py)
 
 The audio is espeak-ng (``-v en-us``) speaking the sample grammar's sentences
 with 0.6 s of silence between them, 16 kHz mono. Every measurement runs in a
@@ -374,6 +375,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--engines" in argv:
+        # Both engines side by side, its own options: see bench/speech_engines.py.
+        from bench import speech_engines
+
+        return speech_engines.main([arg for arg in argv if arg != "--engines"])
     args = parse_args(argv)
     if args.child:
         emit_result(CHILDREN[args.child](json.loads(args.child_args)))
