@@ -313,6 +313,8 @@ def test_one_model_is_shared_by_every_stream_of_a_process() -> None:
         ({"language": "en"}, "language need engine = 'whisper'"),
         ({"engine": "whisper", "grammar": "g.gram"}, "grammar configure pocketsphinx"),
         ({"engine": "whisper", "dictionary": "d.dict"}, "dictionary configure pocketsphinx"),
+        ({"engine": "whisper", "pad_after_s": 0.3}, "pad_after_s configure pocketsphinx"),
+        ({"pad_after_s": -1}, "pad_before_s and pad_after_s must be 0 or more"),
         ({"engine": "whisper", "engine_options": {"a": 1}}, "takes its settings as the node's"),
         ({"engine": "whisper", "compute_type": "int4"}, "compute_type must be one of"),
         ({"engine": "whisper", "beam_size": 0}, "beam_size must be at least 1"),
@@ -325,6 +327,11 @@ def test_contradictory_whisper_options_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         SpeechNode(**options)  # type: ignore[arg-type]
+
+
+def test_pocketsphinx_padding_reaches_its_recipe(tmp_path: Path) -> None:
+    recipe = SpeechNode(pad_before_s=0.05, pad_after_s=0.25)._recipe(tmp_path)
+    assert (recipe.pad_before_s, recipe.pad_after_s) == (0.05, 0.25)  # type: ignore[union-attr]
 
 
 def test_whisper_options_reach_its_settings() -> None:

@@ -113,7 +113,11 @@ from mediaflow.nodes.speech_stream import MAX_HOLE_FILL_S, SpeechStream, Transcr
 from mediaflow.nodes.voice_activity import VoiceSettings
 from mediaflow.nodes.whisper_engine import WhisperSettings
 from mediaflow.nodes.whisper_models import DEFAULT_MODEL
-from mediaflow.nodes.whole_utterance import DEFAULT_MAX_UTTERANCE_S
+from mediaflow.nodes.whole_utterance import (
+    DEFAULT_MAX_UTTERANCE_S,
+    DEFAULT_PAD_AFTER_S,
+    DEFAULT_PAD_BEFORE_S,
+)
 from mediaflow.store import ArtifactNotFound
 
 log = logging.getLogger("mediaflow.nodes.speech")
@@ -244,7 +248,9 @@ class SpeechNode(Node):
     hypotheses while speaking. ``redecode`` (true): each final is the utterance
     decoded whole, as a fresh pocketsphinx decoder would (false: the streaming
     decoder's own, cheaper and less accurate); ``max_utterance_s`` (30): an
-    utterance is cut at this length, a new one starts with the speech after it.
+    utterance is cut at this length, a new one starts with the speech after it;
+    ``pad_before_s`` (0) and ``pad_after_s`` (0.2): stream audio decoded with
+    each final before and after the endpointer's span (see "Finals" above).
     Whisper (``engine = "whisper"``, :mod:`mediaflow.nodes.whisper_engine`):
     ``model`` (``"tiny.en"``, a directory, or a cached name), ``download``
     (false), ``language``, ``beam_size`` (5), ``compute_type`` ("int8"),
@@ -277,6 +283,8 @@ class SpeechNode(Node):
         redecode: bool | None = None,
         max_utterance_s: float | None = None,
         isolate: str | None = None,
+        pad_before_s: float | None = None,
+        pad_after_s: float | None = None,
         language: str | None = None,
         beam_size: int | None = None,
         compute_type: str | None = None,
@@ -306,6 +314,8 @@ class SpeechNode(Node):
                 "decoder_options": decoder_options,
                 "redecode": redecode,
                 "max_utterance_s": max_utterance_s,
+                "pad_before_s": pad_before_s,
+                "pad_after_s": pad_after_s,
             },
             kws_threshold=kws_threshold,
             engine=engine,
@@ -326,6 +336,10 @@ class SpeechNode(Node):
         self.max_utterance_s = (
             DEFAULT_MAX_UTTERANCE_S if max_utterance_s is None else float(max_utterance_s)
         )
+        self.pad_before_s = DEFAULT_PAD_BEFORE_S if pad_before_s is None else float(pad_before_s)
+        self.pad_after_s = DEFAULT_PAD_AFTER_S if pad_after_s is None else float(pad_after_s)
+        if self.pad_before_s < 0 or self.pad_after_s < 0:
+            raise ValueError("speech: pad_before_s and pad_after_s must be 0 or more")
         if not self.max_utterance_s > 0:
             raise ValueError(f"speech: max_utterance_s must be positive; got {max_utterance_s!r}")
         self.whisper: WhisperSettings | None = None
@@ -397,6 +411,8 @@ class SpeechNode(Node):
             decoder_options=self.decoder_options,
             redecode=self.redecode,
             max_utterance_s=self.max_utterance_s,
+            pad_before_s=self.pad_before_s,
+            pad_after_s=self.pad_after_s,
         )
 
     async def run(self, ctx: Context) -> None:
