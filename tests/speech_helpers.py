@@ -40,11 +40,12 @@ Samples = npt.NDArray[np.int16]
 
 def speak(text: str, out: Path, *, rate: int = RATE, channels: int = 1) -> Samples:
     """``text`` spoken by espeak-ng, converted by sox; written to ``out`` and returned
-    (shape ``(frames, channels)``)."""
+    (shape ``(frames, channels)``). sox's ``-R``: its dither is seeded the same way
+    every run, so a near word cannot flip from one run to the next."""
     raw = out.with_suffix(".espeak.wav")
     subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(raw), text], check=True)
     subprocess.run(
-        ["sox", str(raw), "-r", str(rate), "-c", str(channels), "-b", "16",
+        ["sox", "-R", str(raw), "-r", str(rate), "-c", str(channels), "-b", "16",
          "-e", "signed-integer", str(out)],
         check=True,
     )  # fmt: skip
