@@ -158,7 +158,10 @@ def table(report: Json) -> str:
             "streams sustained in real time, 50 % talk",
             lambda s: fmt_spread(s["sustained_k"], "{:.0f}"),
         )
-        row("first K failing, per run", lambda s: ", ".join(str(k) for k in s["failed_k"]))
+        row(
+            "first K failing, per run",
+            lambda s: ", ".join("none tried" if k is None else str(k) for k in s["failed_k"]),
+        )
         row(
             "end of utterance → final, K = 1, p50",
             lambda s: fmt_spread(s["latency_k1_p50"], "{:.2f}", " s"),
