@@ -94,7 +94,7 @@ class Context(Protocol):
         ...
 
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
-        """The bytes of a stored artifact (whole: use ``open_artifact`` for large ones)."""
+        """The bytes of a stored artifact, whole (a large one: read its ``artifact_path``)."""
         ...
 
     def keep(self, ref: MediaRef | str) -> None:
@@ -171,6 +171,21 @@ class Node:
     independent (a pure, CPU-bound transform): every executor of the flow
     claims its stream at once, which is how ``mediaflow worker`` speeds it up."""
 
+    optional_inputs: ClassVar[frozenset[str]] = frozenset()
+    """Input ports the flow may leave unwired (``ctx.is_wired`` tells the run);
+    every other declared input must be wired."""
+
+    @classmethod
+    def ports(cls, options: Mapping[str, Any]) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        """The ``(inputs, outputs)`` port -> kind maps for a node built with ``options``.
+
+        The class attributes by default. Override it when the ports depend on the
+        options (a connector whose outputs depend on its device or file); an
+        instance's own ``inputs``/``outputs`` still win once it is built. An
+        exception raised here is reported as a problem with the flow.
+        """
+        return cls.inputs, cls.outputs
+
     async def setup(self, ctx: Context) -> None:
         """Called once before the first ``run``; open models or devices here."""
 
@@ -183,4 +198,5 @@ class Node:
 
     @classmethod
     def is_source(cls) -> bool:
+        """Whether the class declares no inputs (the engine runs it once, to the end)."""
         return not cls.inputs

@@ -66,18 +66,20 @@ def declared_ports(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The (inputs, outputs) port->kind maps of one node.
 
-    An instance's own ``inputs``/``outputs`` win; otherwise a class that
-    defines a ``ports(options)`` classmethod or staticmethod (connectors whose
-    ports depend on their device) is asked; otherwise the class attributes.
-    Raises :class:`NodeProblem` for an unknown kind or a failing hook.
+    An instance's own ``inputs``/``outputs`` win; otherwise the class's
+    :meth:`~mediaflow.node.Node.ports` hook answers (the class attributes
+    unless a connector's ports depend on its options). Raises
+    :class:`NodeProblem` for an unknown kind or a failing hook.
     """
     raw_inputs: object
     raw_outputs: object
     if instance is not None:
         raw_inputs, raw_outputs = instance.inputs, instance.outputs
-    elif isinstance(inspect.getattr_static(node_class, "ports", None), classmethod | staticmethod):
+    elif _fixed_ports(node_class):
+        raw_inputs, raw_outputs = node_class.inputs, node_class.outputs
+    else:
         try:
-            result = node_class.ports(dict(options))  # type: ignore[attr-defined]
+            result: object = node_class.ports(dict(options))
         except Exception as exc:
             # A hook that cannot tell its ports (say, the file does not exist)
             # is a problem with the flow, reported like any other.
@@ -90,11 +92,14 @@ def declared_ports(
                 f"got {type(result).__name__}"
             )
         raw_inputs, raw_outputs = result
-    else:
-        raw_inputs, raw_outputs = node_class.inputs, node_class.outputs
     inputs = _checked_kinds(node_class, "input", raw_inputs)
     outputs = _checked_kinds(node_class, "output", raw_outputs)
     return inputs, outputs
+
+
+def _fixed_ports(node_class: type[Node]) -> bool:
+    """Whether the class's ports are its class attributes (``ports`` not overridden)."""
+    return inspect.getattr_static(node_class, "ports") is Node.__dict__["ports"]
 
 
 def optional_inputs(node_class: type[Node], input_kinds: Mapping[str, str]) -> frozenset[str]:
@@ -104,16 +109,15 @@ def optional_inputs(node_class: type[Node], input_kinds: Mapping[str, str]) -> f
     attribute is not a collection of port names, or (for a class without a
     ``ports`` hook, whose inputs are fixed) names a port it does not declare.
     """
-    declared: object = getattr(node_class, "optional_inputs", frozenset())
+    declared: object = node_class.optional_inputs
     if isinstance(declared, str) or not isinstance(declared, Collection):
         raise NodeProblem(
             f"{class_name(node_class)}.optional_inputs must be a set of port names, "
             f"got {declared!r}"
         )
     names = frozenset(str(name) for name in declared)
-    has_hook = inspect.getattr_static(node_class, "ports", None) is not None
     unknown = sorted(names - set(input_kinds))
-    if unknown and not has_hook:
+    if unknown and _fixed_ports(node_class):
         raise NodeProblem(
             f"{class_name(node_class)}.optional_inputs names {', '.join(map(repr, unknown))}, "
             f"which is not one of its inputs ({_listing(input_kinds)})"
