@@ -22,6 +22,7 @@ from mediaflow import Context, FlowBuilder, FlowSession, MediaRef, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.context import HOLD_S
 from mediaflow.engine.state_store import RunRecord, StateStore
+from mediaflow.gc import GcSettings, sweep_artifacts
 from mediaflow.queue import SqliteQueue, WorkItem
 from mediaflow.queue.contract import EmissionRun, NewItem, StreamKey
 from mediaflow.store import ArtifactStore, current_store
@@ -61,13 +62,15 @@ class SavingSource(Node):
     refs: ClassVar[list[MediaRef]] = []
     saving: ClassVar[list[tuple[float, float]]] = []  # (before, after) each save
 
-    def __init__(self, then: Sequence[str] = ()) -> None:
+    def __init__(self, then: Sequence[str] = (), module: bool = False) -> None:
         self.then = list(then)
+        self.module = module  # save with the module-level mediaflow.save_artifact
 
     async def run(self, ctx: Context) -> None:
+        save = mediaflow.save_artifact if self.module else ctx.save_artifact
         for index, action in enumerate(self.then):
             before = time.time()
-            ref = await ctx.save_artifact(f"frame {index}".encode(), "image/jpeg")
+            ref = await save(f"frame {index}".encode(), "image/jpeg")
             SavingSource.saving.append((before, time.time()))
             SavingSource.refs.append(ref)
             await SavingSource.gate.pause()  # saved, not yet emitted
@@ -137,6 +140,33 @@ async def test_a_saved_reference_holds_the_horizon_until_emitted(
         await runner.heartbeat()
         record = _last_run(tmp_path, "pinning")
         assert record is not None and record.horizon is not None and record.horizon >= before
+    finally:
+        gate.open()
+        await session.stop()
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["ctx", "module"])
+async def test_a_saved_reference_not_yet_emitted_survives_a_sweep(
+    tmp_path: Path, module: bool
+) -> None:
+    SavingSource.gate = gate = Gate()
+    SavingSource.refs, SavingSource.saving = [], []
+    flow = FlowBuilder("sparing").add("src", SavingSource, then=["emit"], module=module)
+    session = await _start(flow, tmp_path)
+    runner = session.runner
+    assert runner is not None
+    try:
+        await asyncio.wait_for(gate.reached.wait(), 10)  # saved, not yet emitted
+        await runner.heartbeat()  # the run's horizon, recorded for the sweep
+        queue = SqliteQueue.in_dir(tmp_path)
+        store = ArtifactStore(tmp_path)
+        try:
+            await sweep_artifacts(tmp_path, queue, store=store, settings=GcSettings(grace_s=0.0))
+            assert store.exists(SavingSource.refs[0])
+        finally:
+            await queue.close()
+            store.close()
+        await _step(gate)  # emitted and committed
     finally:
         gate.open()
         await session.stop()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from contextvars import Token
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +27,8 @@ from mediaflow.media import MediaRef, decode_value
 from mediaflow.node import ItemInfo
 from mediaflow.queue.contract import WorkItem
 from mediaflow.store import ArtifactStore
+from mediaflow.store.artifacts import Source
+from mediaflow.store.current import RunSaver, enter_run, exit_run
 
 HOLD_S: Final = 86400.0
 """How long a hold outlives a crash of its holder: ``ctx.hold`` keeps expire
@@ -79,7 +82,7 @@ class FlowEnv:
 class RunContext:
     """Context for one node run (or a source's whole life). Cheap to create."""
 
-    __slots__ = ("_cause", "_env", "_held", "_work", "inputs", "node")
+    __slots__ = ("_cause", "_env", "_held", "_over", "_token", "_work", "inputs", "node")
 
     def __init__(
         self,
@@ -99,6 +102,8 @@ class RunContext:
         # Digests this run saved and has not made durable; made by the first save,
         # so a run that saves nothing costs nothing.
         self._held: Held | None = None
+        self._token: Token[RunSaver | None] | None = None
+        self._over = False
 
     @property
     def flow(self) -> str:
@@ -133,7 +138,7 @@ class RunContext:
 
     async def save_artifact(
         self,
-        data: bytes | Path | AsyncIterator[bytes],
+        data: Source,
         media_type: str,
         meta: Mapping[str, Any] | None = None,
     ) -> MediaRef:
@@ -144,6 +149,8 @@ class RunContext:
             ref = await self._env.store.save(data, media_type, meta)
         finally:
             pins.saved(token)
+        if self._over:
+            return ref  # saved by a task that outlived the run: nothing left to pin for
         if self._held is None:
             self._held = {}
         pins.take(self._held, ref.digest, started, time.time())  # no await since saved()
@@ -189,9 +196,20 @@ class RunContext:
         if self._env.run_id is not None:
             self._env.store.unkeep(self._env.run_id, digest)
 
-    def release_pins(self) -> None:
+    def begin(self) -> None:
+        """The run starts: the module-level ``save_artifact`` saves through this
+        context (in this task and those it starts) until :meth:`end`. Called by
+        the engine."""
+        self._token = enter_run(self)
+
+    def end(self) -> None:
         """The run is over: the references it saved and did not make durable
-        were dropped (see :mod:`mediaflow.engine.pins`). Called by the engine."""
+        were dropped (see :mod:`mediaflow.engine.pins`), and later saves through
+        it pin nothing. Called by the engine, in the task that called :meth:`begin`."""
+        self._over = True
+        if self._token is not None:
+            exit_run(self._token)
+            self._token = None
         if self._held:
             self._env.pins.release_all(self._held)
 

@@ -154,6 +154,7 @@ class NodeExecutor:
                 ctx = RunContext(env, node_id, inputs, item, item.seq)
                 record_latency(node_id, time.time() - payload["at"])
                 self.finished_items += 1
+                ctx.begin()
                 try:
                     outputs = await node.run(ctx)
                     if outputs:
@@ -165,7 +166,7 @@ class NodeExecutor:
                     attempt = command.attempt if index == 0 else 1
                     return index, _failed(node_id, item, attempt, exc)
                 finally:
-                    ctx.release_pins()  # what the node saved and did not emit, it dropped
+                    ctx.end()  # what the node saved and did not emit, it dropped
         except asyncio.CancelledError:
             # Cancelled between items (stopping): the item at ``index`` never ran.
             return index, None
@@ -199,6 +200,7 @@ class NodeExecutor:
             env.journal.guards[node_id] = uuid.uuid4().hex[:16]  # a new generation
         error: str | None = None
         self.finished_items += 1
+        ctx.begin()
         try:
             await node.run(ctx)
         except asyncio.CancelledError:
@@ -207,7 +209,7 @@ class NodeExecutor:
         except Exception as exc:
             error = _failed(node_id, item, attempt, exc)
         finally:
-            ctx.release_pins()
+            ctx.end()
         bus.publish("source_ended", {"flow": flow, "node": node_id, "error": error})
         return (1, None) if error is None else (0, error)
 

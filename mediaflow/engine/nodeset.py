@@ -31,11 +31,12 @@ class NodeSet:
             for node_id in node_ids:
                 node = spec.nodes[node_id].factory()
                 ctx = RunContext(self._env, node_id, {}, None)
+                ctx.begin()
                 try:
                     with use_store(self._env.store):
                         await node.setup(ctx)
                 finally:
-                    ctx.release_pins()  # what setup saved and did not keep, it dropped
+                    ctx.end()  # what setup saved and did not keep, it dropped
                 built[node_id] = node
         except BaseException:
             await _tear_down(built.items())

@@ -6,6 +6,10 @@ plain ``threading.Thread`` workers do not and should be handed the store.
 Outside any ``use_store``, the store of :func:`default_data_dir` is used (the
 local one, or the service ``MEDIAFLOW_STORE`` names: :func:`open_store`), one
 instance per directory per process.
+
+Inside a node's run the engine also sets the run's context (:func:`enter_run`),
+so that :func:`save_artifact` there is ``ctx.save_artifact``: garbage
+collection spares what it saved until the run emits, keeps or drops it.
 """
 
 from __future__ import annotations
@@ -13,16 +17,26 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mediaflow.config import default_data_dir
 from mediaflow.media import MediaRef
 from mediaflow.store.artifacts import ArtifactStore, Source
 from mediaflow.store.opener import open_store
 
+
+class RunSaver(Protocol):
+    """What a node's run saves through (the engine's run context)."""
+
+    async def save_artifact(
+        self, data: Source, media_type: str, meta: Mapping[str, Any] | None = None
+    ) -> MediaRef: ...
+
+
 _current: ContextVar[ArtifactStore | None] = ContextVar("mediaflow_store", default=None)
+_run: ContextVar[RunSaver | None] = ContextVar("mediaflow_run", default=None)
 _defaults: dict[Path, ArtifactStore] = {}
 _defaults_lock = threading.Lock()
 
@@ -53,6 +67,17 @@ def use_store(store: ArtifactStore) -> Iterator[ArtifactStore]:
         _current.reset(token)
 
 
+def enter_run(saver: RunSaver) -> Token[RunSaver | None]:
+    """Make ``saver`` the run :func:`save_artifact` saves through, in this task (and
+    tasks started from it) until :func:`exit_run` with the returned token."""
+    return _run.set(saver)
+
+
+def exit_run(token: Token[RunSaver | None]) -> None:
+    """Undo the :func:`enter_run` that returned ``token``."""
+    _run.reset(token)
+
+
 async def save_artifact(
     data: Source,
     media_type: str,
@@ -60,6 +85,15 @@ async def save_artifact(
     *,
     store: ArtifactStore | None = None,
 ) -> MediaRef:
-    """Save into ``store``, else :func:`current_store`. See :meth:`ArtifactStore.save`."""
+    """Save into ``store``, else :func:`current_store`. See :meth:`ArtifactStore.save`.
+
+    Inside a node's run (and without ``store``) this is the run's
+    ``ctx.save_artifact``: garbage collection spares the artifact until the run
+    emits the reference, keeps or holds it, or ends.
+    """
+    if store is None:
+        run = _run.get()
+        if run is not None:
+            return await run.save_artifact(data, media_type, meta)
     target = store if store is not None else current_store()
     return await target.save(data, media_type, meta)
