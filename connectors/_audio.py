@@ -22,7 +22,6 @@ from connectors._reconnect import Reconnect, SourceRun
 from connectors._timeline import Epoch, Resume
 from devices import AudioChunk, AudioInput, encode_wav, open_microphone
 from mediaflow import Context
-from mediaflow.live.hub import HUB
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class AudioRun(SourceRun[AudioInput]):
         self.report = CounterReport(ctx, "audio_overflow", device)
         self._closed_overflows = 0  # overflow totals of inputs already closed
         self._closed_dropped = 0
-        self.live = HUB.sound(ctx.flow, ctx.node)  # heard live only by feeds that carry it
+        self.live = ctx.live.sound(ctx.flow, ctx.node)  # heard live only by feeds that carry it
 
     async def run(
         self, first: AudioInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[AudioInput]]

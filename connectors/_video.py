@@ -34,7 +34,6 @@ from connectors._video_ports import (
     lane_capacity,
 )
 from devices import CapturedFrame, VideoInput
-from mediaflow.live.hub import HUB
 
 # How long a lane's hand-off may hold frames, queued or being encoded, before the
 # capture edge skips. A stall shorter than this (another thread holding the GIL, a
@@ -108,7 +107,7 @@ class VideoRun(VideoPortsRun[VideoInput]):
             # Live view reads the H.264 the segments are made of: no second encode.
             codec = encode_codec(self.options.codec)
             if codec == "h264":
-                tap = HUB.open_feed(
+                tap = self.ctx.live.open_feed(
                     self.ctx.flow,
                     self.ctx.node,
                     self.options.live_audio,
@@ -129,7 +128,7 @@ class VideoRun(VideoPortsRun[VideoInput]):
             await run_together(capture, *self.emitters(self._jpeg_lane, self._segment_lane))
         finally:
             if tap is not None:
-                HUB.drop(self.ctx.flow, self.ctx.node, tap)  # nothing live here any more
+                self.ctx.live.drop(self.ctx.flow, self.ctx.node, tap)  # nothing live here any more
             for lane in lanes:
                 await lane.close()
             self.skips.update(self.skipped(), force=True)

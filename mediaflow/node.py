@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from mediaflow.media import MediaRef
+
+if TYPE_CHECKING:
+    from mediaflow.live.hub import LiveHub
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,12 @@ class Context(Protocol):
     @property
     def flow_dir(self) -> Path:
         """The flow file's directory; resolve relative paths in options against it."""
+        ...
+
+    @property
+    def live(self) -> LiveHub:
+        """The live feeds of this process (the session's): a camera opens its feed
+        here, a microphone its sound; the server beside the session reads them."""
         ...
 
     @property

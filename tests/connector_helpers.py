@@ -16,6 +16,7 @@ import numpy as np
 from mediaflow import Context, FlowBuilder, FlowSession, MediaRef, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import Event, EventBus
+from mediaflow.live.hub import LiveHub
 from tests.test_devices_audio import dominant_hz, rms, write_tone
 from tests.test_devices_video import UnpluggedAfter, lavfi_container, make_video
 
@@ -87,11 +88,13 @@ async def run_flow(
     for_s: float | None = None,
     until: Until | None = None,
     timeout: float = 30.0,
+    live: LiveHub | None = None,
 ) -> FlowResult:
     """Run the flow until idle, or for ``for_s``, or until ``until(events)`` holds; stop
-    it; return what happened. Waiting for idle or ``until`` fails after ``timeout``."""
+    it; return what happened. Waiting for idle or ``until`` fails after ``timeout``.
+    ``live``: the session's live hub (to watch its feeds)."""
     bus = EventBus(history=100_000)
-    session = FlowSession(builder.build(), data_dir, settings=FAST, bus=bus)
+    session = FlowSession(builder.build(), data_dir, settings=FAST, bus=bus, live=live)
     await session.start()
     try:
         if until is not None:

@@ -16,6 +16,7 @@ from connectors import CameraConnector, MicrophoneConnector
 from connectors._timeline import Epoch, PortSequence, Resume, Timeline, read_resume
 from devices import DeviceNotFound, VideoInput
 from mediaflow import FlowBuilder, MediaRef
+from mediaflow.live.hub import LiveHub
 from tests.connector_helpers import (
     FlowResult,
     MediaSink,
@@ -156,6 +157,7 @@ class ResumedContext:
         self.redelivery = True
         self.flow_dir = tmp_path
         self.log = SimpleNamespace(warning=print, info=print)
+        self.live = LiveHub()
         self._latest = latest
         self.emitted: list[tuple[str, MediaRef]] = []
         self.events: list[tuple[str, dict[str, Any]]] = []

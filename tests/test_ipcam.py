@@ -21,7 +21,7 @@ from devices import CredentialsRefused
 from devices.redact import public_url
 from mediaflow import FlowBuilder, FlowSession, cli
 from mediaflow.engine.events import Event
-from mediaflow.live.hub import HUB
+from mediaflow.live.hub import LiveHub
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.connector_helpers import FAST, FlowResult, MediaSink, run_flow, sink_has
 from tests.copy_helpers import find_run, h264_slices, stream_facts
@@ -304,9 +304,10 @@ async def test_the_live_view_plays_the_cameras_own_pictures_and_sound(
         "cam", "camera", device=server.url(), segment_s=1, timeout_s=TIMEOUT_S, video=True
     )
     seen: list[bytes] = []
+    hub = LiveHub()
 
     def enough_parts(_: list[Event]) -> bool:
-        feed = HUB.feed("livecopy", "cam")
+        feed = hub.feed("livecopy", "cam")
         parts = feed.parts if feed is not None else []
         starts = [i for i, part in enumerate(parts) if part.independent]
         if feed is None or feed.init is None or len(starts) < 2:
@@ -314,7 +315,7 @@ async def test_the_live_view_plays_the_cameras_own_pictures_and_sound(
         seen[:] = [feed.init, *(part.data for part in parts[starts[0] : starts[-1]])]
         return True
 
-    await run_flow(flow, tmp_path, until=enough_parts, timeout=40)
+    await run_flow(flow, tmp_path, until=enough_parts, timeout=40, live=hub)
     stream = b"".join(seen)
     assert find_run(h264_slices(stream), h264_slices(media)) is not None
     facts = stream_facts(stream)

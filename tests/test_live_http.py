@@ -17,7 +17,6 @@ import aiohttp
 import av
 import pytest
 
-from mediaflow.live.hub import HUB
 from mediaflow.live.parts import VideoFrame
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.demo_process import (  # noqa: F401 - fixtures
@@ -153,22 +152,19 @@ async def test_live_reads_follow_the_read_lock_and_a_link_reads_its_own_flow(
     tmp_path: Path,
 ) -> None:
     video = encode_video(320, 180, 2 * FPS)
-    try:
-        await check_live_reads(tmp_path, video)
-    finally:
-        HUB.drop("desk", "cam")
-        HUB.drop("yard", "cam")
+    await check_live_reads(tmp_path, video)
 
 
 async def check_live_reads(tmp_path: Path, video: EncodedVideo) -> None:
     async with serve(tmp_path, LOCKED) as served:
+        hub = served.state.live
         frame = await save(served, b"desk frame")
         await hold(served, "desk", frame)  # the flow the link is for exists
         for flow in ("desk", "yard"):
-            tap = HUB.open_feed(flow, "cam").tap
+            tap = hub.open_feed(flow, "cam").tap
             for index, (data, key) in enumerate(zip(video.packets, video.keyframes, strict=True)):
                 tap(video.extradata, VideoFrame(data, 1000.0 + index / FPS, key))
-        await wait_until(lambda: bool(HUB.feed("yard", "cam") and HUB.feed("yard", "cam").ready))
+        await wait_until(lambda: bool(hub.feed("yard", "cam") and hub.feed("yard", "cam").ready))
         link = as_link((await create(served))["link"])
         for flow, headers, expected in (
             ("desk", {}, 401),
@@ -189,20 +185,19 @@ async def test_long_groups_of_pictures_and_short_parts_still_list_a_place_to_sta
 ) -> None:
     # Keyframes 5 s apart (the camera's segment_s), parts of 0.25 s (live_part_s).
     video = encode_video(320, 180, FPS)
-    tap = HUB.open_feed("desk", "cam", part_s=0.25, keyframe_s=5.0).tap
-    try:
-        async with serve(tmp_path) as served:
-            for index in range(int(10.6 * FPS)):
-                data = video.packets[index % FPS]
-                tap(video.extradata, VideoFrame(data, 1000.0 + index / FPS, index % (5 * FPS) == 0))
-            await wait_until(lambda: (HUB.feed("desk", "cam") or HUB).frames == int(10.6 * FPS))
-            status, body = await call(served, "GET", "/live/desk/cam.m3u8")
-            # segments 1 and 2 are finished and whole in the window; 3 is in progress
-            served_segments = [
-                (await call(served, "GET", f"/live/desk/cam/segment/{n}.m4s"))[0] for n in range(4)
-            ]
-    finally:
-        HUB.drop("desk", "cam")
+    async with serve(tmp_path) as served:
+        feed = served.state.live.open_feed("desk", "cam", part_s=0.25, keyframe_s=5.0)
+        for index in range(int(10.6 * FPS)):
+            data = video.packets[index % FPS]
+            feed.tap(
+                video.extradata, VideoFrame(data, 1000.0 + index / FPS, index % (5 * FPS) == 0)
+            )
+        await wait_until(lambda: feed.frames == int(10.6 * FPS))
+        status, body = await call(served, "GET", "/live/desk/cam.m3u8")
+        # segments 1 and 2 are finished and whole in the window; 3 is in progress
+        served_segments = [
+            (await call(served, "GET", f"/live/desk/cam/segment/{n}.m4s"))[0] for n in range(4)
+        ]
     assert status == 200, body
     assert served_segments == [404, 200, 200, 404]
     text = body.decode()

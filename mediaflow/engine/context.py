@@ -1,7 +1,7 @@
 """The :class:`~mediaflow.node.Context` a node's ``run`` receives, and what it reaches.
 
 :class:`FlowEnv` holds what every context of one run shares (the journal, the
-store, the pins, the bus, the spec); the runner makes it once, so a context
+store, the pins, the bus, the live hub, the spec); the runner makes it once, so a context
 per item costs a few slot assignments.
 
 A context also tracks, for garbage collection, the references its run saved
@@ -23,6 +23,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import Journal
 from mediaflow.engine.pins import Held, Pins
 from mediaflow.flows import FlowSpec
+from mediaflow.live.hub import LiveHub
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.node import ItemInfo
 from mediaflow.queue.contract import WorkItem
@@ -46,6 +47,7 @@ class FlowEnv:
         "flow",
         "is_stopping",
         "journal",
+        "live",
         "loggers",
         "pins",
         "run_id",
@@ -61,6 +63,7 @@ class FlowEnv:
         store: ArtifactStore,
         pins: Pins,
         bus: EventBus,
+        live: LiveHub,
         is_stopping: Callable[[str], bool],
     ) -> None:
         self.spec = spec
@@ -69,6 +72,7 @@ class FlowEnv:
         self.store = store
         self.pins = pins
         self.bus = bus
+        self.live = live
         self.is_stopping = is_stopping
         self.run_id: str | None = None
         self.loggers = {node: logging.getLogger(f"mediaflow.node.{node}") for node in spec.nodes}
@@ -124,6 +128,10 @@ class RunContext:
         relative paths in node options are resolved against it."""
         path = self._env.spec.path
         return path.parent if path is not None else Path.cwd()
+
+    @property
+    def live(self) -> LiveHub:
+        return self._env.live
 
     @property
     def redelivery(self) -> bool:

@@ -95,6 +95,7 @@ from mediaflow.engine.ticks import (
 )
 from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
+from mediaflow.live.hub import LiveHub
 from mediaflow.node import Node
 from mediaflow.queue.contract import QueueError, StreamKey, WorkItem, WorkQueue
 from mediaflow.store import ArtifactStore
@@ -117,6 +118,7 @@ class FlowRunner:
         consumer: str,
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
+        live: LiveHub | None = None,
         jsonl: TextIO | None = None,
         state_store: StateStore | None = None,
         resumed: bool = False,
@@ -129,6 +131,7 @@ class FlowRunner:
         self.flow = spec.name
         self.consumer = consumer
         self.bus = bus or EventBus()
+        self.live = live or LiveHub()
         self._queue = queue
         self._state_store = state_store
         self._settings = settings or EngineSettings()
@@ -164,6 +167,7 @@ class FlowRunner:
             store=store,
             pins=self._pins,
             bus=self.bus,
+            live=self.live,
             is_stopping=self.is_stopping,
         )
         self._nodeset = NodeSet(self._env)

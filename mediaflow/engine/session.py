@@ -39,6 +39,7 @@ from mediaflow.engine.state_store import StateStore
 from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
 from mediaflow.flows.spec import NodeSpec
+from mediaflow.live.hub import LiveHub
 from mediaflow.node import Node
 from mediaflow.queue import open_queue
 from mediaflow.queue.contract import NewItem, QueueError, StreamKey, WorkQueue
@@ -99,6 +100,7 @@ class FlowSession:
         queue: WorkQueue | None = None,
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
+        live: LiveHub | None = None,
         jsonl: TextIO | None = None,
         worker: bool = False,
     ) -> None:
@@ -108,6 +110,9 @@ class FlowSession:
         self.queue_url = queue_url
         self.settings = settings or EngineSettings.from_env()
         self.bus = bus or EventBus()
+        # The live feeds of this session's cameras: its nodes write them (ctx.live),
+        # the server beside it reads them. Pass one hub to share it between sessions.
+        self.live = live or LiveHub()
         self._queue = queue
         self._jsonl = jsonl
         self.runner: FlowRunner | None = None
@@ -185,6 +190,7 @@ class FlowSession:
             consumer=consumer,
             settings=self.settings,
             bus=self.bus,
+            live=self.live,
             jsonl=self._jsonl,
             state_store=state_store,
             resumed=self.resumed,

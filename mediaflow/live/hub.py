@@ -7,8 +7,10 @@ feed cuts frames into parts (:class:`~mediaflow.live.parts.PartCutter`) and keep
 newest two groups of pictures and 2 s more, with the init segment built from the encoder's
 parameter sets: memory is bounded by the window whatever the viewers do, and a viewer
 that falls behind finds only newer parts, starting at a keyframe. The server in the
-same process (``mediaflow run``) answers ``/live/...`` from :data:`HUB`; a process
-without the camera has no feed for it.
+same process (``mediaflow run``) answers ``/live/...`` from the same hub: the session
+makes one (:attr:`~mediaflow.engine.session.FlowSession.live`), hands it to its nodes
+(``ctx.live``) and to the server beside it; a process without the camera has no feed
+for it.
 
 A feed may carry a microphone's sound (the camera's ``live_audio``): the microphone
 hands its chunks to :meth:`LiveHub.sound`'s :class:`~mediaflow.live.sound.LiveSound`,
@@ -271,6 +273,3 @@ class LiveHub:
     def sounds(self) -> dict[tuple[str, str], LiveSound]:
         with self._lock:
             return dict(self._sounds)
-
-
-HUB = LiveHub()

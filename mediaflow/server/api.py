@@ -94,6 +94,7 @@ async def flow_view(
             run=run,
             now=now,
             control=control_state(snapshot),
+            live=session.live,
         )
     latest = await queue_latest(state, name)
     if not latest and run is None and not any(s.flow == name for s in backlog):

@@ -14,9 +14,10 @@
 - ``GET /live/{flow}/{node}/segment/{msn}.m4s``: one finished segment, its parts back
   to back; 404 before it is finished and once a part of it left the window.
 
-The feeds live in :data:`mediaflow.live.hub.HUB`: a camera with H.264 segments in
-this process has one, with the sound of its ``live_audio`` node as a second track
-(encoded while somebody reads the feed, silent otherwise). Reads follow the server's
+The feeds live in the state's :class:`~mediaflow.live.hub.LiveHub` (the session's):
+a camera with H.264 segments in this process has one, with the sound of its
+``live_audio`` node as a second track (encoded while somebody reads the feed, silent
+otherwise). Reads follow the server's
 read lock like every other route. Answers are never cached: they change every part.
 """
 
@@ -28,10 +29,11 @@ from collections.abc import Callable, Iterator
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from mediaflow.live.hub import HUB, LiveFeed
+from mediaflow.live.hub import LiveFeed, LiveHub
 from mediaflow.live.parts import LivePart
 from mediaflow.live.playlist import media_playlist, part_target, window
 from mediaflow.server.artifacts import error
+from mediaflow.server.state import STATE
 
 PLAYLIST_TYPE = "application/vnd.apple.mpegurl"
 NO_STORE = {"Cache-Control": "no-store"}
@@ -40,7 +42,7 @@ LISTED_S = 4.0  # the playlist lists at least this much, from a keyframe part
 
 def _feed(request: web.Request) -> LiveFeed | web.Response:
     flow, node = request.match_info["flow"], request.match_info["node"]
-    feed = HUB.feed(flow, node)
+    feed = request.app[STATE].live.feed(flow, node)
     if feed is None:
         return error(404, f"no live feed of {flow}/{node} in this process")
     feed.touch()  # a player is reading: its sound is encoded while it does
@@ -147,8 +149,8 @@ async def segment(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="video/iso.segment", headers=NO_STORE)
 
 
-def live_metrics() -> Iterator[Metric]:
-    """What ``/metrics`` says of this process's live feeds and their sound."""
+def live_metrics(hub: LiveHub) -> Iterator[Metric]:
+    """What ``/metrics`` says of ``hub``'s live feeds and their sound."""
     watched = GaugeMetricFamily(
         "mediaflow_live_watched",
         "1 while a player reads the camera's live stream (its sound is encoded)",
@@ -157,7 +159,7 @@ def live_metrics() -> Iterator[Metric]:
     frames = CounterMetricFamily(
         "mediaflow_live_frames", "Encoded frames the live feed took", labels=["flow", "node"]
     )
-    for (flow, node), feed in sorted(HUB.feeds().items()):
+    for (flow, node), feed in sorted(hub.feeds().items()):
         watched.add_metric([flow, node], int(feed.watched))
         frames.add_metric([flow, node], feed.frames)
     encoded = CounterMetricFamily(
@@ -170,7 +172,7 @@ def live_metrics() -> Iterator[Metric]:
         "Microphone chunks left out of live streams: the encoder fell behind",
         labels=["flow", "node"],
     )
-    for (flow, node), sound in sorted(HUB.sounds().items()):
+    for (flow, node), sound in sorted(hub.sounds().items()):
         encoded.add_metric([flow, node], sound.encoded)
         dropped.add_metric([flow, node], sound.dropped)
     yield from (watched, frames, encoded, dropped)

@@ -169,7 +169,7 @@ class Metrics(Collector):
         yield from self._engine_metrics()
         yield from self._store_metrics()
         yield from self._server_metrics()
-        yield from live_metrics()
+        yield from live_metrics(self.state.live)
 
     def _queue_metrics(self) -> Iterator[Metric]:
         snap = self.snapshot

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.state_store import StateStore
+from mediaflow.live.hub import LiveHub
 from mediaflow.queue import WorkQueue, open_queue
 from mediaflow.server.filecache import ArtifactCache
 from mediaflow.server.settings import ServerSettings
@@ -65,6 +66,7 @@ class AppState:
         store: ArtifactStore | None = None,
         queue: WorkQueue | None = None,
         bus: EventBus | None = None,
+        live: LiveHub | None = None,
         owns_backends: bool = False,
         gc_settings: GcSettings | None = None,
     ) -> None:
@@ -74,6 +76,7 @@ class AppState:
         self.store = store or ArtifactStore(self.data_dir)
         self.queue = queue
         self.bus = bus or EventBus()
+        self.live = live or LiveHub()
         self.owns_backends = owns_backends
         self.sessions: dict[str, FlowSession] = {}
         self.cache = ArtifactCache(self.store, capacity=self.settings.open_files)
@@ -127,6 +130,7 @@ class AppState:
             settings=settings,
             queue=session.queue,
             bus=session.bus,
+            live=session.live,
             gc_settings=gc_settings,
         )
         state.add_session(session)

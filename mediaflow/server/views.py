@@ -17,7 +17,7 @@ from typing import Any
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state_store import RunRecord
 from mediaflow.flows import FlowSpec
-from mediaflow.live.hub import HUB
+from mediaflow.live.hub import LiveHub
 from mediaflow.media import MEDIA_KINDS, present_value
 from mediaflow.queue import DeadLetter, StreamBacklog, StreamKey, WorkItem
 
@@ -76,11 +76,13 @@ def live_flow_view(
     run: RunRecord | None,
     now: float,
     control: Mapping[str, Any] | None = None,
+    live: LiveHub | None = None,
 ) -> dict[str, Any]:
     """A running flow: every node and port from its spec, with live numbers. A port's
     latest value comes with its emission's identity from ``ids`` (``seq``, and
     ``item`` when the node ran for an input item), as in ``latest`` events.
-    ``control``: the flow's state (:func:`control_state`), merged in."""
+    ``control``: the flow's state (:func:`control_state`), merged in. ``live``: the
+    session's live hub (a node with a ready feed links to it)."""
     ids = ids or {}
     nodes = []
     for node_id, node in spec.nodes.items():
@@ -111,7 +113,7 @@ def live_flow_view(
                 "backlog": backlog_view(backlog.get(stream), now),
             }
         )
-        feed = HUB.feed(spec.name, node_id)
+        feed = None if live is None else live.feed(spec.name, node_id)
         if feed is not None and feed.ready:
             nodes[-1]["live"] = f"/live/{spec.name}/{node_id}"
     return {
