@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mediaflow.cli_demo import DEMO_DIR
+from mediaflow.cli.demo import DEMO_DIR
 
 FLOW_NAME = "scale"
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._scale_flow import ScaleFlow
-from mediaflow.cli_demo import DEMO_DIR
+from mediaflow.cli.demo import DEMO_DIR
 
 LATE_S = 0.5  # a peer this far behind its deadlines has not kept real time
 

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from mediaflow.cli_demo import DEMO_DIR
+from mediaflow.cli.demo import DEMO_DIR
 
 CAMERA_PICTURES = ("testsrc2", "testsrc", "smptehdbars", "rgbtestsrc")
 CHUNK_MS = (20, 50, 100, 200)

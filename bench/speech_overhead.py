@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import Json, run_async
-from mediaflow.cli_demo import DEMO_DIR
+from mediaflow.cli.demo import DEMO_DIR
 
 SPEECH = DEMO_DIR / "speech" / "commands.wav"
 GRAMMAR = DEMO_DIR / "grammar" / "commands.gram"

@@ -8,14 +8,14 @@ import json
 import subprocess
 import sys
 
-from mediaflow import cli_devices
+from mediaflow.cli import devices as cli_devices
 from tests.pulse import PulseServer
 from tests.pulse import pulse_server as pulse_server_fixture  # noqa: F401
 
 
 def test_devices_json_lists_the_pulse_microphones(pulse_server: PulseServer) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mediaflow.cli_devices", "--json"],
+        [sys.executable, "-m", "mediaflow.cli.devices", "--json"],
         env=pulse_server.env,
         capture_output=True,
         text=True,

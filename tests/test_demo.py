@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from mediaflow import load_flow
-from mediaflow.cli_demo import demo_flow
+from mediaflow.cli.demo import demo_flow
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ async def check_demo(url: str, page: Page) -> None:
 def test_a_demo_missing_a_file_fails_naming_it(
     monkeypatch: Any, capsys: Any, tmp_path: Path
 ) -> None:
-    from mediaflow import cli_demo
+    from mediaflow.cli import demo as cli_demo
 
     copied = tmp_path / "demo"
     cli_demo.copy_demo(copied)
@@ -139,7 +139,7 @@ def test_a_demo_missing_a_file_fails_naming_it(
 
 
 def test_the_demo_copies_out_and_runs_from_the_copy(tmp_path: Path) -> None:
-    from mediaflow import cli_demo
+    from mediaflow.cli import demo as cli_demo
 
     target = tmp_path / "mine"
     written = cli_demo.copy_demo(target)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mediaflow import cli_gc
+from mediaflow.cli import gc as cli_gc
 from mediaflow.engine.events import EventBus
 from mediaflow.gc import GcSettings
 from tests.gc_cli_helpers import (

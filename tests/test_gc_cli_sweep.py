@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from mediaflow import cli, cli_gc
+from mediaflow import cli
+from mediaflow.cli import gc as cli_gc
 from mediaflow.engine.state_store import StateStore
 from mediaflow.gc import SweepProgress
 from mediaflow.store import ArtifactStore

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mediaflow.cli_demo import DEMO_FILES
+from mediaflow.cli.demo import DEMO_FILES
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """``python -m mediaflow.server``: ``mediaflow serve`` until the CLI dispatches it."""
 
-from mediaflow.cli_serve import main
+from mediaflow.cli.serve import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

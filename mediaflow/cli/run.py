@@ -23,8 +23,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mediaflow import cli_gc, cli_serve, eventloop
-from mediaflow.cli_reload import serve_reloads
+from mediaflow import eventloop
+from mediaflow.cli import gc as cli_gc
+from mediaflow.cli import serve as cli_serve
+from mediaflow.cli.reload import serve_reloads
 from mediaflow.config import ConfigError, EngineSettings, StoreSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason

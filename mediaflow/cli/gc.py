@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mediaflow import eventloop
-from mediaflow.cli_args import add_data_option
+from mediaflow.cli.args import add_data_option
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.session import owner_alive
 from mediaflow.engine.state_store import StateStore

@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mediaflow import cli_run, cli_serve
-from mediaflow.cli_args import add_data_option, seconds
+from mediaflow.cli import run as cli_run
+from mediaflow.cli import serve as cli_serve
+from mediaflow.cli.args import add_data_option, seconds
 
 COMMAND = "demo"
 DEFAULT_PORT = 8765
-DEMO_DIR = Path(__file__).resolve().parent / "demo"
-"""Where the demo's files are installed: package data, next to this module."""
+DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+"""Where the demo's files are installed: package data, in ``mediaflow/demo``."""
 DEMO_FILES = ("demo.toml", "speech/commands.wav", "grammar/commands.gram")
 """What the demo needs, relative to :data:`DEMO_DIR`; the flow file comes first."""
 
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mediaflow.cli_demo [--for S] ...`` until the main CLI dispatches here."""
+    """``python -m mediaflow.cli.demo [--for S] ...`` until the main CLI dispatches here."""
     import logging
 
     parser = argparse.ArgumentParser(prog="mediaflow")

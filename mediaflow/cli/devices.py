@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from mediaflow.cli_args import seconds
+from mediaflow.cli.args import seconds
 
 COMMAND = "devices"
 LISTEN_S = 5.0
@@ -207,7 +207,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mediaflow.cli_devices [--json] [--probe SPEC ...]``."""
+    """``python -m mediaflow.cli.devices [--json] [--probe SPEC ...]``."""
     parser = argparse.ArgumentParser(prog="mediaflow")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args([COMMAND, *(sys.argv[1:] if argv is None else argv)])

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mediaflow import eventloop
-from mediaflow.cli_args import add_data_option
+from mediaflow.cli.args import add_data_option
 from mediaflow.config import ConfigError, default_data_dir
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def _announce(url: str, settings: ServerSettings) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from mediaflow import cli_gc
+    from mediaflow.cli import gc as cli_gc
     from mediaflow.gc import GcSettings
     from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
@@ -219,7 +219,7 @@ async def serve_session(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mediaflow.cli_serve [--port N] ...`` until the main CLI dispatches here."""
+    """``python -m mediaflow.cli.serve [--port N] ...`` until the main CLI dispatches here."""
     parser = argparse.ArgumentParser(prog="mediaflow")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args([COMMAND, *(sys.argv[1:] if argv is None else argv)])

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import quote, urlsplit
 
-from mediaflow.cli_args import seconds
+from mediaflow.cli.args import seconds
 
 COMMAND = "flows"
 DEFAULT_PORT = 8765  # mediaflow.server.settings.DEFAULT_PORT (not imported: no aiohttp here)

@@ -1,7 +1,7 @@
 """The ``mediaflow`` command line: the parser and :func:`main`, which dispatches.
 
-Each command's work lives in its own module (``run`` in :mod:`mediaflow.cli_run`,
-``serve`` in :mod:`mediaflow.cli_serve`, ...).
+Each command's work lives in its own module (``run`` in :mod:`mediaflow.cli.run`,
+``serve`` in :mod:`mediaflow.cli.serve`, ...).
 
 Exit codes: 0 done, 1 a runtime failure (a backend, a node's setup), 2 a usage
 or flow-file error (nothing was started), 130 interrupted before a clean stop.
@@ -15,8 +15,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mediaflow import cli_demo, cli_devices, cli_flows, cli_gc, cli_run, cli_serve, cli_trace
-from mediaflow.cli_args import add_data_option, seconds
+from mediaflow.cli import demo as cli_demo
+from mediaflow.cli import devices as cli_devices
+from mediaflow.cli import flows as cli_flows
+from mediaflow.cli import gc as cli_gc
+from mediaflow.cli import run as cli_run
+from mediaflow.cli import serve as cli_serve
+from mediaflow.cli import trace as cli_trace
+from mediaflow.cli.args import add_data_option, seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_options(args: argparse.Namespace) -> cli_run.RunOptions:
-    """The ``run`` command's parsed arguments as :class:`~mediaflow.cli_run.RunOptions`."""
+    """The ``run`` command's parsed arguments as :class:`~mediaflow.cli.run.RunOptions`."""
     return cli_run.RunOptions(
         flow=args.flow,
         data_dir=args.data,
@@ -146,7 +152,7 @@ def run_options(args: argparse.Namespace) -> cli_run.RunOptions:
 
 
 def worker_options(args: argparse.Namespace) -> cli_run.RunOptions:
-    """The ``worker`` command's parsed arguments as :class:`~mediaflow.cli_run.RunOptions`."""
+    """The ``worker`` command's parsed arguments as :class:`~mediaflow.cli.run.RunOptions`."""
     return cli_run.RunOptions(
         flow=args.flow, data_dir=args.data, for_s=args.for_s, jsonl=args.jsonl, worker=True
     )

@@ -1,0 +1,3 @@
+from mediaflow.cli.parser import main
+
+raise SystemExit(main())
