@@ -15,7 +15,7 @@ stays in the URL: messages and names use :func:`devices.redact.public_url`.
 Network streams, video and sound alike, open with :func:`url_options` and
 :func:`url_timeout` (:data:`NETWORK_TIMEOUT_S` by default), so a silent server fails
 instead of hanging a thread. ``sounddevice`` (PortAudio) is imported only when
-sound is touched. Nothing here imports the ``mediaflow`` engine.
+sound is touched. Nothing here imports ``mediaflow``: devices sit below it.
 """
 
 from devices.audio_chunks import AudioChunk, encode_wav

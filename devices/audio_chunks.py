@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import av
 import numpy as np
 import numpy.typing as npt
 
-from mediaflow.media import channel_layout
-
 Pcm = npt.NDArray[np.int16]  # shape (frames, channels), interleaved s16
+
+# Devices sit below mediaflow and import nothing of it, so the table is here; the
+# speech node reads chunks with mediaflow.media's, and a test keeps the two equal.
+CHANNEL_LAYOUTS: Mapping[int, str] = MappingProxyType(
+    {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
+)
+"""FFmpeg's layout name for each channel count a microphone may give (1-8)."""
+
+
+def channel_layout(channels: int) -> str:
+    """FFmpeg's layout name for ``channels``; ``ValueError`` outside 1-8."""
+    try:
+        return CHANNEL_LAYOUTS[channels]
+    except KeyError:
+        raise ValueError(f"channels must be 1-8, got {channels}") from None
 
 
 @dataclass(frozen=True, slots=True)

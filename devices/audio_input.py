@@ -25,14 +25,13 @@ from typing import Literal, Protocol
 import av
 import numpy as np
 
-from devices.audio_chunks import AudioChunk, Chunker, Pcm, PcmResampler
+from devices.audio_chunks import AudioChunk, Chunker, Pcm, PcmResampler, channel_layout
 from devices.audio_device import DeviceAudioSource
 from devices.bridge import BridgeStatistics, FrameBridge
 from devices.errors import DeviceNotFound
 from devices.microphones import list_microphones, load_sounddevice, resolve_microphone
 from devices.pacing import Pacer
 from devices.threaded import ThreadedInput
-from mediaflow.media import channel_layout
 
 AudioKind = Literal["device", "file", "lavfi"]
 

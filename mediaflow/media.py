@@ -12,8 +12,8 @@ engine at the producer, so a wrong value fails where it was made, naming the
 node, the port and both types.
 
 :func:`channel_layout` names the FFmpeg channel layout for the ``channels`` an
-audio reference records in its meta, for whoever decodes or encodes it (the
-microphone connector, the speech node).
+audio reference records in its meta, for a node that decodes it (the speech node;
+``devices``, below mediaflow, keeps the same table for the microphone).
 """
 
 from __future__ import annotations
