@@ -73,6 +73,37 @@ def test_run_until_idle_with_jsonl(tmp_path: Path) -> None:
     assert all(-40 < level["value"] < 0 for level in levels)
 
 
+def test_jsonl_into_a_reader_that_stops_ends_the_run_quietly(tmp_path: Path) -> None:
+    # `mediaflow run flow.toml --jsonl | head -3`: the closed pipe must not fail
+    # (retry, dead-letter) a node's item; the run stops writing and ends promptly.
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mediaflow", "run", "samples/levels.toml", "--jsonl"]
+        + ["--data", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert run.stdout is not None and run.stderr is not None
+    try:
+        lines = [run.stdout.readline() for _ in range(3)]
+        assert all(json.loads(line)["node"] in {"tone", "meter"} for line in lines)
+        run.stdout.close()  # the reader goes, as `head -3` does
+        started = time.monotonic()
+        code = run.wait(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    stderr = run.stderr.read()
+    run.stderr.close()
+    assert code == 0, stderr
+    assert took < 10, stderr
+    for fragment in ("cascade_dropped", "cascade_retry", "BrokenPipe", "Traceback"):
+        assert fragment not in stderr
+
+
 def test_unknown_flow_file_exits_2(tmp_path: Path) -> None:
     result = mediaflow("run", str(tmp_path / "nope.toml"), "--data", str(tmp_path))
     assert result.returncode == 2

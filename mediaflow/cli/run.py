@@ -22,6 +22,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from mediaflow import eventloop
 from mediaflow.cli import gc as cli_gc
@@ -32,6 +33,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
 from mediaflow.gc import GcSettings
+from mediaflow.media import present_value
 from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
 
 # The CLI's logger, whichever command runs the flow: the lines read the same.
@@ -112,9 +114,11 @@ async def run_flow(options: RunOptions) -> int:
         queue_url=queue_url,
         settings=settings,
         bus=bus,
-        jsonl=sys.stdout if options.jsonl else None,
         worker=options.worker,
     )
+    lines = JsonlLines(sys.stdout) if options.jsonl else None
+    if lines is not None:
+        session.observe_emissions(lines.write)
     logger = asyncio.create_task(log_events(bus))
     refused = await _start(session)
     if refused is not None:
@@ -154,7 +158,7 @@ async def run_flow(options: RunOptions) -> int:
         data_dir,
     )
     reloads = asyncio.create_task(serve_reloads(session, options.flow, watch=options.watch))
-    reason = await _wait_for_end(session, options)
+    reason = await _wait_for_end(session, options, lines)
     reloads.cancel()
     await asyncio.gather(reloads, return_exceptions=True)
     if served is not None:
@@ -174,9 +178,9 @@ async def run_flow(options: RunOptions) -> int:
         return 1
     logger.cancel()
     summarise(outcome)
-    if options.worker and options.jsonl:
+    if options.worker and lines is not None:
         # One machine-readable line for scripts and tests: what this executor ran.
-        print(json.dumps({"worker": outcome.run_id, "items": outcome.items}), flush=True)
+        lines.write_line({"worker": outcome.run_id, "items": outcome.items})
     return 0
 
 
@@ -201,18 +205,62 @@ async def _start(session: FlowSession) -> tuple[int, str] | None:
     return None
 
 
-async def _wait_for_end(session: FlowSession, options: RunOptions) -> StopReason:
-    """Why the run ends: the session's own reason (``idle``, ``time``) or ``signal``."""
+class JsonlLines:
+    """``--jsonl``: each emitted value as one JSON line on ``stream``.
+
+    An emission observer (:meth:`FlowSession.observe_emissions`): it never fails
+    the emitting node. When the reader goes away (``| head -3``), it stops
+    writing, points the stream's descriptor at the null device (so the exit
+    flush cannot fail either) and sets :attr:`closed`; the run then ends as a
+    Unix tool's does, quietly.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.closed = asyncio.Event()
+
+    def write(self, node: str, port: str, encoded: Any) -> None:
+        """Write one emission (the observer)."""
+        self.write_line({"node": node, "port": port, "value": present_value(encoded)})
+
+    def write_line(self, record: dict[str, Any]) -> None:
+        """Write ``record`` as one line, unless the reader has gone."""
+        if self.closed.is_set():
+            return
+        try:
+            self._stream.write(json.dumps(record) + "\n")
+            self._stream.flush()
+        except (BrokenPipeError, ValueError):
+            # ValueError: the stream was closed under us; either way nobody reads.
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.closed.set()
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            log.debug("cannot silence the closed output", exc_info=True)
+
+
+async def _wait_for_end(
+    session: FlowSession, options: RunOptions, lines: JsonlLines | None
+) -> StopReason:
+    """Why the run ends: the session's own reason (``idle``, ``time``), ``signal``,
+    or (as for a signal) the ``--jsonl`` reader having gone."""
     stop_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop_requested.set)
     waiter = asyncio.create_task(session.wait(for_s=options.for_s, until_idle=options.until_idle))
-    signalled = asyncio.create_task(stop_requested.wait())
-    done, _ = await asyncio.wait({waiter, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    waits = {waiter, asyncio.create_task(stop_requested.wait())}
+    if lines is not None:
+        waits.add(asyncio.create_task(lines.closed.wait()))
+    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     reason: StopReason = waiter.result() if waiter in done else "signal"
-    waiter.cancel()
-    signalled.cancel()
+    for task in waits:
+        task.cancel()
     return reason
 
 

@@ -20,15 +20,14 @@ nothing buffered is dropped.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import Mapping
-from typing import Any, Final, Protocol, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol, TypeAlias
 
 from mediaflow.engine.events import LatestThrottle
 from mediaflow.engine.pins import Held, Pin, Pins
 from mediaflow.flows import FlowSpec
-from mediaflow.media import MediaRef, check_port_value, encode_value, present_value
+from mediaflow.media import MediaRef, check_port_value, encode_value
 from mediaflow.queue.contract import EmissionRun, QueueError, StreamKey, WorkItem, WorkQueue
 
 OUTBOX_LIMIT: Final = 1024
@@ -37,6 +36,11 @@ GUARD_KEY: Final = "$guard"
 """An emission of a guarded port travels as ``{"$guard": generation, "value": v}``:
 a reader drops it if the source that emitted it was restarted since (see
 :attr:`mediaflow.node.Node.guarded`)."""
+
+EmissionObserver: TypeAlias = Callable[[str, str, Any], None]
+"""Told ``(node, port, encoded value)`` of each emission as it is recorded, on the
+event loop (see :meth:`Journal.subscribe`). It must not raise or block: it runs
+inside the emitting node's item, and a failure there would fail the node."""
 
 LatestKey = tuple[str, str, str]  # (flow, node, port)
 
@@ -109,7 +113,6 @@ class Journal:
         pins: Pins,
         latest_events: LatestThrottle,
         yield_every: int,
-        jsonl: TextIO | None = None,
     ) -> None:
         """``yield_every``: a source in a tight loop yields the event loop after this
         many values (the embedded queue commits without suspending, so it would
@@ -119,7 +122,7 @@ class Journal:
         self._scheduler = scheduler
         self._pins = pins
         self._latest_events = latest_events
-        self._jsonl = jsonl
+        self._observers: list[EmissionObserver] = []
         self._ports: dict[tuple[str, str], _Port] = {}
         self.rewire(spec)
         # The generation of each running source with guarded ports: its
@@ -145,6 +148,10 @@ class Journal:
         self.ready = asyncio.Event()  # anything to commit
         self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
         self._landed = asyncio.Event()  # set by every commit that lands
+
+    def subscribe(self, observer: EmissionObserver) -> None:
+        """Tell ``observer`` of every value emitted from now on, before it is committed."""
+        self._observers.append(observer)
 
     def rewire(self, spec: FlowSpec) -> None:
         """Route emissions as ``spec`` wires them (at start, and on a reload).
@@ -205,8 +212,8 @@ class Journal:
         self.latest_values[key] = encoded
         self.latest_ids[key] = ident
         self._latest_events.offer(key, encoded, ident)
-        if self._jsonl is not None:
-            self._write_jsonl(node, port, encoded)
+        for observer in self._observers:
+            observer(node, port, encoded)
         is_ref = isinstance(value, MediaRef)
         if held and is_ref:
             pin = held.pop(value.digest, None)
@@ -329,14 +336,6 @@ class Journal:
         if self._dirty_latest:
             batch, self._dirty_latest = self._dirty_latest, {}
             await self._queue.put_latest(batch)
-
-    def _write_jsonl(self, node: str, port: str, encoded: Any) -> None:
-        stream = self._jsonl
-        if stream is None:
-            return
-        line = json.dumps({"node": node, "port": port, "value": present_value(encoded)})
-        stream.write(line + "\n")
-        stream.flush()
 
 
 def _counts(runs: list[_Run]) -> dict[StreamKey, int]:

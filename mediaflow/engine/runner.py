@@ -34,7 +34,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TextIO, assert_never
+from typing import Any, assert_never
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.commands import (
@@ -119,7 +119,6 @@ class FlowRunner:
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
         live: LiveHub | None = None,
-        jsonl: TextIO | None = None,
         state_store: StateStore | None = None,
         resumed: bool = False,
         trace: TraceWriter | None = None,
@@ -151,7 +150,7 @@ class FlowRunner:
         self._trace = trace
         self._pins = Pins()
         self._latency = LatencyWindow()
-        self._journal = Journal(
+        self.journal = Journal(
             spec,
             queue=queue,
             consumer=consumer,
@@ -159,11 +158,10 @@ class FlowRunner:
             pins=self._pins,
             latest_events=LatestThrottle(self.bus, spec.name),
             yield_every=self._settings.turn_items,
-            jsonl=jsonl,
         )
         self._env = FlowEnv(
             spec,
-            journal=self._journal,
+            journal=self.journal,
             store=store,
             pins=self._pins,
             bus=self.bus,
@@ -175,7 +173,7 @@ class FlowRunner:
             self._env,
             self._nodeset.instances,
             report=self._dispatch,
-            commit=self._journal.flush,
+            commit=self.journal.flush,
             latency=self._latency,
             yield_every=self._settings.turn_items,
         )
@@ -183,7 +181,7 @@ class FlowRunner:
         self._loops = BackgroundLoops(
             self,
             queue=queue,
-            journal=self._journal,
+            journal=self.journal,
             consumer=consumer,
             settings=self._settings,
             bus=self.bus,
@@ -199,7 +197,7 @@ class FlowRunner:
             consumer=consumer,
             ttl_ms=self._settings.lease_ms,
             dispatch=self._dispatch,
-            commit=self._journal.flush,
+            commit=self.journal.flush,
         )
 
     # -- ticks in, commands out ------------------------------------------------------
@@ -221,7 +219,7 @@ class FlowRunner:
             case StartNodeCommand():
                 self._executor.start(command)
             case AckCommand(entry_ids=entry_ids):
-                self._journal.ack(entry_ids)
+                self.journal.ack(entry_ids)
             case RecallCommand(stream=stream):
                 self._executor.recall(stream)
             case DeadLetterCommand(item=item, reason=reason):
@@ -357,7 +355,7 @@ class FlowRunner:
             n for n, ns in new.nodes.items() if self._with_sources or not ns.is_source
         ]
         self._env.rewire(new)
-        self._journal.rewire(new)
+        self.journal.rewire(new)
         self._executor.rewire()
         self._nodeset.install(built)
         streams = tuple(StreamKey(self.flow, n) for n in self._node_ids)
@@ -372,11 +370,11 @@ class FlowRunner:
         )
         while self._effects:  # the lines handed back are back before anyone sweeps
             await asyncio.gather(*tuple(self._effects), return_exceptions=True)
-        await self._journal.flush()
+        await self.journal.flush()
 
     def load_latest(self, values: Mapping[tuple[str, str], Any]) -> None:
         """Latest values recorded by earlier runs (a resumed source continues from them)."""
-        self._journal.latest_values.update(values)
+        self.journal.latest_values.update(values)
 
     def start(self, run_id: str) -> None:
         """Start the loops (and the trace's segment): nodes are set up, ticks may come."""
@@ -413,7 +411,7 @@ class FlowRunner:
     def is_idle(self) -> bool:
         """Nothing held in memory or known to wait on disk, nothing to commit, no
         effect in flight (the queue may still hold work other processes enqueued)."""
-        return is_settled(self._state) and not self._journal.has_unflushed() and not self._effects
+        return is_settled(self._state) and not self.journal.has_unflushed() and not self._effects
 
     async def stop(self) -> None:
         """Start nothing new, let running nodes finish (sources within
@@ -437,8 +435,8 @@ class FlowRunner:
         while self._effects:
             await asyncio.gather(*tuple(self._effects), return_exceptions=True)
         try:
-            await self._journal.flush()
-            await self._journal.flush_latest()
+            await self.journal.flush()
+            await self.journal.flush_latest()
         finally:
             # Also when the queue cannot take the last commit (a full disk): the
             # loops must not outlive the run; what was not committed is redelivered
@@ -456,8 +454,8 @@ class FlowRunner:
         return FlowSnapshot(
             spec=self.spec,
             run_id=self._env.run_id,
-            latest=dict(self._journal.latest_values),
-            latest_ids=dict(self._journal.latest_ids),
+            latest=dict(self.journal.latest_values),
+            latest_ids=dict(self.journal.latest_ids),
             lines=stream_counts(state),
             paused=self.flow in state.paused,
             stopping=state.stopping,
@@ -484,10 +482,10 @@ class FlowRunner:
         return len(self._pins)
 
     def has_unflushed(self) -> bool:
-        return self._journal.has_unflushed()
+        return self.journal.has_unflushed()
 
     async def flush(self) -> None:
-        await self._journal.flush()
+        await self.journal.flush()
 
 
 def _ordered_streams(spec: FlowSpec) -> list[StreamKey]:

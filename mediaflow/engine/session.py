@@ -28,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
+from mediaflow.engine.journal import EmissionObserver
 from mediaflow.engine.reload import ReloadPlan, plan_reload, retire_streams
 from mediaflow.engine.runner import FlowRunner
 from mediaflow.engine.snapshot import FlowSnapshot
@@ -101,7 +102,6 @@ class FlowSession:
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
         live: LiveHub | None = None,
-        jsonl: TextIO | None = None,
         worker: bool = False,
     ) -> None:
         self.spec = spec
@@ -114,7 +114,7 @@ class FlowSession:
         # the server beside it reads them. Pass one hub to share it between sessions.
         self.live = live or LiveHub()
         self._queue = queue
-        self._jsonl = jsonl
+        self._observers: list[EmissionObserver] = []
         self.runner: FlowRunner | None = None
         self._backends: tuple[WorkQueue, ArtifactStore, StateStore] | None = None
         self.run_id = ""
@@ -191,13 +191,14 @@ class FlowSession:
             settings=self.settings,
             bus=self.bus,
             live=self.live,
-            jsonl=self._jsonl,
             state_store=state_store,
             resumed=self.resumed,
             trace=TraceWriter.from_env(),
             with_sources=not self.worker,
         )
         self.runner = runner
+        for observer in self._observers:
+            runner.journal.subscribe(observer)
         runner.load_latest(await queue.latest(self.spec.name))
         try:
             await runner.setup_nodes()
@@ -251,6 +252,11 @@ class FlowSession:
     def node(self, node_id: str) -> Node:
         """The instance running ``node_id`` (for tests and tools that inspect it)."""
         return self._require_runner().node(node_id)
+
+    def observe_emissions(self, observer: EmissionObserver) -> None:
+        """Tell ``observer`` of every value the run emits (see
+        :data:`~mediaflow.engine.journal.EmissionObserver`); call before :meth:`start`."""
+        self._observers.append(observer)
 
     def observe_latency(self, callback: Callable[[str, float], None]) -> None:
         """Call ``callback(node, seconds)`` for every emit-to-start latency recorded."""
