@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mediaflow.cli import gc as cli_gc
 from mediaflow.engine.events import EventBus
-from mediaflow.gc import GcSettings
+from mediaflow.gc import GcSettings, start_periodic
 from tests.gc_cli_helpers import (
     HOUR_S,
     gc_defaults_fixture,  # noqa: F401 - the gc_defaults fixture (autouse)
@@ -25,7 +24,7 @@ from tests.test_cli import mediaflow
 
 async def test_no_periodic_sweep_when_both_timers_are_off(tmp_path: Path) -> None:
     off = GcSettings(interval_s=0.0, max_bytes=None)
-    assert cli_gc.start_periodic(tmp_path, None, EventBus(), off) is None
+    assert start_periodic(tmp_path, None, EventBus(), off) is None
 
 
 async def test_the_cap_watcher_runs_with_periodic_sweeps_off(tmp_path: Path) -> None:
@@ -34,7 +33,7 @@ async def test_the_cap_watcher_runs_with_periodic_sweeps_off(tmp_path: Path) -> 
     newer = save_old(tmp_path, b"n" * 3000, age_s=5 * HOUR_S)
     bus = EventBus()
     settings = GcSettings(interval_s=0.0, max_bytes=4000, cap_check_s=0.05)
-    sweeping = cli_gc.start_periodic(tmp_path, None, bus, settings)
+    sweeping = start_periodic(tmp_path, None, bus, settings)
     assert sweeping is not None
     try:
         evicted = bus.subscribe(types=frozenset({"artifact_evicted"}))

@@ -19,7 +19,6 @@ Exit codes: 0 done, 1 another sweep holds the directory or a backend failed
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -27,36 +26,29 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
-from mediaflow.engine.session import owner_alive
-from mediaflow.engine.state_store import StateStore
 from mediaflow.gc import (
     GcSettings,
     SweepBusy,
-    Sweeper,
     SweepProgress,
     SweepReport,
     format_bytes,
     sweep_artifacts,
 )
+from mediaflow.gc.forget import FlowNotForgettable, forget_flow
 from mediaflow.queue import (
     QueueError,
-    QueueUnavailable,
     UnsupportedQueue,
     WorkQueue,
     open_queue,
     queue_target,
 )
 from mediaflow.store import ArtifactStore
-
-if TYPE_CHECKING:
-    from mediaflow.engine.events import EventBus
 
 log = logging.getLogger("mediaflow.gc")
 
@@ -108,6 +100,7 @@ async def _gc(args: argparse.Namespace) -> int:
     try:
         queue_target(queue_url, data_dir)
         settings = GcSettings.from_env()
+        lease_s = EngineSettings.from_env().lease_ms / 1000
     except (ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
@@ -122,7 +115,7 @@ async def _gc(args: argparse.Namespace) -> int:
         queue = open_queue(queue_url, data_dir)
         store = ArtifactStore(data_dir)
         if args.forget_flow is not None:
-            forgot = await forget_flow(data_dir, queue, args.forget_flow)
+            forgot = await forget_flow(data_dir, queue, args.forget_flow, lease_s=lease_s)
         progress = ProgressLine(
             sys.stderr,
             enabled=not args.quiet and (args.verbose > 0 or _isatty(sys.stderr)),
@@ -175,43 +168,6 @@ def _print_outcome(
 
 
 # -- forgetting a flow ---------------------------------------------------------------
-
-
-class FlowNotForgettable(Exception):
-    """The flow runs, or its last run did not end, or items still wait for it."""
-
-
-async def forget_flow(data_dir: Path, queue: WorkQueue, flow: str) -> dict[str, int]:
-    """Drop ``flow``'s latest values, dead letters and ended run records.
-
-    Returns the counts dropped (the queue's, plus ``runs``). Raises
-    :class:`FlowNotForgettable` if the flow has an open run or waiting items,
-    ``QueueError`` / ``sqlite3.Error`` if a backend fails.
-    """
-    lease_s = EngineSettings.from_env().lease_ms / 1000
-    state = await asyncio.to_thread(StateStore, data_dir)
-    try:
-        open_runs = [r for r in await asyncio.to_thread(state.open_runs) if r.flow == flow]
-        for record in open_runs:
-            if owner_alive(record.owner, record.heartbeat_at, lease_s):
-                raise FlowNotForgettable(
-                    f"flow {flow!r} is running (run {record.run_id}, owner {record.owner}); "
-                    "stop it before forgetting it"
-                )
-            raise FlowNotForgettable(
-                f"flow {flow!r}'s last run {record.run_id} did not end (its process died); "
-                "run the flow again and stop it cleanly before forgetting it"
-            )
-        try:
-            dropped = dict(await queue.forget_flow(flow))
-        except QueueUnavailable:
-            raise
-        except QueueError as exc:  # the queue refused: items of the flow still wait
-            raise FlowNotForgettable(f"cannot forget flow {flow!r}: {exc}") from exc
-        dropped["runs"] = await asyncio.to_thread(state.forget_flow, flow)
-    finally:
-        await asyncio.to_thread(state.close)
-    return dropped
 
 
 def describe_forgotten(flow: str, dropped: Mapping[str, int]) -> str:
@@ -352,39 +308,3 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-# -- the periodic sweep of run, serve and demo ---------------------------------------
-
-
-@dataclass
-class PeriodicSweep:
-    """A running :class:`~mediaflow.gc.Sweeper` and the queue handle it owns."""
-
-    sweeper: Sweeper
-    queue: WorkQueue
-
-    async def stop(self) -> None:
-        """Stop the sweeper (a sweep in progress stops between batches), then close
-        its queue."""
-        try:
-            await self.sweeper.stop()
-        finally:
-            await self.queue.close()
-
-
-def start_periodic(
-    data_dir: Path, queue_url: str | None, bus: EventBus, settings: GcSettings
-) -> PeriodicSweep | None:
-    """Start sweeping ``data_dir`` every ``settings.interval_s`` (and watching the cap
-    when ``settings.max_bytes`` is set); None when both are off.
-
-    Synchronous; call it on the running loop. Raises ``QueueError`` if the queue
-    cannot be opened. :meth:`PeriodicSweep.stop` before the session or server stops.
-    """
-    if settings.interval_s == 0 and settings.max_bytes is None:
-        return None
-    queue = open_queue(queue_url, data_dir)
-    sweeper = Sweeper(data_dir, queue, bus, settings)
-    sweeper.start()
-    return PeriodicSweep(sweeper, queue)

@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mediaflow import eventloop
-from mediaflow.cli import gc as cli_gc
 from mediaflow.cli import serve as cli_serve
 from mediaflow.cli.reload import serve_reloads
 from mediaflow.config import ConfigError, EngineSettings, StoreSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
-from mediaflow.gc import GcSettings
+from mediaflow.gc import GcSettings, start_periodic
 from mediaflow.media import present_value
 from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
 
@@ -127,9 +126,7 @@ async def run_flow(options: RunOptions) -> int:
         return code
     try:
         # Garbage collection is the run's job, on the machine of its store.
-        sweeping = (
-            None if options.worker else cli_gc.start_periodic(data_dir, queue_url, bus, gc_settings)
-        )
+        sweeping = None if options.worker else start_periodic(data_dir, queue_url, bus, gc_settings)
     except QueueError as exc:
         await session.stop("error")
         print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)

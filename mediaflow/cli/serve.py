@@ -122,8 +122,7 @@ def _announce(url: str, settings: ServerSettings) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from mediaflow.cli import gc as cli_gc
-    from mediaflow.gc import GcSettings
+    from mediaflow.gc import GcSettings, start_periodic
     from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
 
@@ -150,7 +149,7 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"mediaflow: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     try:
-        sweeping = cli_gc.start_periodic(data_dir, args.queue, state.bus, gc_settings)
+        sweeping = start_periodic(data_dir, args.queue, state.bus, gc_settings)
     except QueueError as exc:
         await runner.cleanup()
         await state.close()

@@ -18,19 +18,28 @@ a sweep keeps every *root* and takes the rest:
 - ``orphans``: stray files and stale temp files.
 - ``sweep``: :func:`sweep_artifacts`, one sweep, step by step.
 - ``sweeper``: :class:`Sweeper`, periodic sweeps and the cap watcher of a server.
+- ``periodic``: :func:`start_periodic`, a sweeper with a queue of its own for a
+  long-running process.
+- ``forget``: :func:`forget_flow`, drop a flow that will not run again.
 """
 
+from mediaflow.gc.forget import FlowNotForgettable, forget_flow
+from mediaflow.gc.periodic import PeriodicSweep, start_periodic
 from mediaflow.gc.settings import GcSettings, format_bytes, parse_bytes
 from mediaflow.gc.sweep import SweepBusy, SweepProgress, SweepReport, sweep_artifacts
 from mediaflow.gc.sweeper import Sweeper
 
 __all__ = [
+    "FlowNotForgettable",
     "GcSettings",
+    "PeriodicSweep",
     "SweepBusy",
     "SweepProgress",
     "SweepReport",
     "Sweeper",
+    "forget_flow",
     "format_bytes",
     "parse_bytes",
+    "start_periodic",
     "sweep_artifacts",
 ]

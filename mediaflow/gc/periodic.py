@@ -1,0 +1,45 @@
+"""The periodic sweep of a long-running process (``run``, ``serve``, ``demo``):
+a :class:`~mediaflow.gc.Sweeper` with a queue handle of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mediaflow.engine.events import EventBus
+from mediaflow.gc.settings import GcSettings
+from mediaflow.gc.sweeper import Sweeper
+from mediaflow.queue import WorkQueue, open_queue
+
+
+@dataclass
+class PeriodicSweep:
+    """A running :class:`~mediaflow.gc.Sweeper` and the queue handle it owns."""
+
+    sweeper: Sweeper
+    queue: WorkQueue
+
+    async def stop(self) -> None:
+        """Stop the sweeper (a sweep in progress stops between batches), then close
+        its queue."""
+        try:
+            await self.sweeper.stop()
+        finally:
+            await self.queue.close()
+
+
+def start_periodic(
+    data_dir: Path, queue_url: str | None, bus: EventBus, settings: GcSettings
+) -> PeriodicSweep | None:
+    """Start sweeping ``data_dir`` every ``settings.interval_s`` (and watching the cap
+    when ``settings.max_bytes`` is set); None when both are off.
+
+    Synchronous; call it on the running loop. Raises ``QueueError`` if the queue
+    cannot be opened. :meth:`PeriodicSweep.stop` before the session or server stops.
+    """
+    if settings.interval_s == 0 and settings.max_bytes is None:
+        return None
+    queue = open_queue(queue_url, data_dir)
+    sweeper = Sweeper(data_dir, queue, bus, settings)
+    sweeper.start()
+    return PeriodicSweep(sweeper, queue)
