@@ -22,29 +22,7 @@ from mediaflow.media import present_value
 
 log = logging.getLogger("mediaflow.events")
 
-# The event types the engine itself publishes; connectors and nodes add their own
-# (``device_lost``, ``device_restored``, ``transcript`` ...).
-ENGINE_EVENT_TYPES = frozenset(
-    {
-        "run_started",
-        "run_finished",
-        "source_started",
-        "source_ended",
-        "cascade_started",
-        "cascade_finished",
-        "cascade_retry",
-        "cascade_dropped",
-        "work_latency",
-        "engine_degraded",
-        "engine_recovered",
-        "queue_unavailable",
-        "queue_available",
-        "flow_paused",
-        "flow_resumed",
-        "events_dropped",
-        "latest",
-    }
-)
+# The event types mediaflow publishes, and their fields: mediaflow.engine.event_types.
 
 
 class LatestThrottle:

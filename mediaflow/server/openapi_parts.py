@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mediaflow.engine.event_types import EVENT_TYPES
 from mediaflow.flows.spec import NAME_PATTERN
 from mediaflow.media import DIGEST_RE
 from mediaflow.server import links, linktoken
@@ -133,11 +134,13 @@ def component_schemas() -> dict[str, Schema]:
             | {"issued_at": NUM, "expires_at": NUM, "expires_in_s": NUM, "reads_locked": BOOL}
         ),
         "Event": obj(
-            {"event": string(r"^[A-Za-z_][A-Za-z0-9_.-]*$")}
+            {"event": string(r"^[A-Za-z_][A-Za-z0-9_.-]*$") | {"examples": list(EVENT_TYPES)}}
             | {"data": STR | {"contentMediaType": JSON, "contentSchema": event_json}},
             {"id": string("^[1-9][0-9]*$")},
             "One server-sent event: `event` is its type, `data` the event as JSON (`id`, "
-            "`type`, `time` and its fields); `events_dropped` (missed events) has no `id`",
+            "`type`, `time` and its fields); `events_dropped` (missed events) has no `id`. "
+            "mediaflow's own types: " + ", ".join(f"`{name}`" for name in EVENT_TYPES) + " "
+            "(docs/http-api.md lists their fields); a node may publish its own",
         ),
         "Session": obj({"token_required": BOOL, "read": BOOL, "write": BOOL}),
         "Health": obj(
