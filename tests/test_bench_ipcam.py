@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bench._ipcam_cpu import Window
-from bench._ipcam_flow import IpcamFlow, flow_text, write_flow
-from bench._ipcam_hls import parse_parts
-from bench._ipcam_judge import (
+from bench.ipcam.cpu import Window
+from bench.ipcam.flow import IpcamFlow, flow_text, write_flow
+from bench.ipcam.hls import parse_parts
+from bench.ipcam.judge import (
     Step,
     checks,
     judged_n,
@@ -25,13 +25,13 @@ from bench._ipcam_judge import (
     sustained,
     verdict,
 )
-from bench._ipcam_loss import continuity
-from bench._ipcam_peer import PeerCamera, PeerRun, command
-from bench._ipcam_profile import kind_of, main_thread_wall, parse
-from bench._ipcam_report import report
-from bench._ipcam_run import CameraRecord, MediaflowRun, jpeg_ages
-from bench._scale_judge import Snapshot
-from mediaflow.flows.load import load_flow
+from bench.ipcam.loss import continuity
+from bench.ipcam.peer import PeerCamera, PeerRun, command
+from bench.ipcam.profile import kind_of, main_thread_wall, parse
+from bench.ipcam.report import report
+from bench.ipcam.run import CameraRecord, MediaflowRun, jpeg_ages
+from bench.scale.judge import Snapshot
+from mediaflow.flows import load_flow
 
 PLAYLIST = """#EXTM3U
 #EXT-X-VERSION:9

@@ -18,19 +18,19 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from bench._live_browser import BrowserResult, unavailable
-from bench._live_cpu import PeerResult, Usage
-from bench._live_flow import LiveFlow, clip_flow_text, make_clip, write_flow
-from bench._live_hls import (
+from bench.live.browser import BrowserResult, unavailable
+from bench.live.cpu import PeerResult, Usage
+from bench.live.flow import LiveFlow, clip_flow_text, make_clip, write_flow
+from bench.live.hls import (
     RecordedPart,
     ViewerStats,
     fragment_times,
     newest_start,
     parse_playlist,
 )
-from bench._live_judge import figures, quantiles, report, spread, verdict
-from bench._live_run import RunConfig, RunResult, ViewerWindow, run_once
-from bench._live_sync import (
+from bench.live.judge import figures, quantiles, report, spread, verdict
+from bench.live.run import RunConfig, RunResult, ViewerWindow, run_once
+from bench.live.sync import (
     Decoded,
     Event,
     Floats,
@@ -46,7 +46,7 @@ from bench._live_sync import (
     stream_origin,
     video_onsets,
 )
-from mediaflow.flows.load import load_flow
+from mediaflow.flows import load_flow
 from mediaflow.live import Sample, TrackRun, fragment
 from tests.live_helpers import tool
 

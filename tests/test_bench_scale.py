@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench._flow_process import GcEnv
-from bench._scale_flow import ScaleFlow, write_flow
-from bench._scale_judge import Snapshot, judge, snapshot, sustained
-from bench._scale_profile import NATIVE, OTHER, area_of, attribute, parse_raw, window_cpu
-from bench._scale_run import run_rung
-from mediaflow.flows.load import load_flow
+from bench._lib.flow_process import GcEnv
+from bench.scale.flow import ScaleFlow, write_flow
+from bench.scale.judge import Snapshot, judge, snapshot, sustained
+from bench.scale.profile import NATIVE, OTHER, area_of, attribute, parse_raw, window_cpu
+from bench.scale.run import run_rung
+from mediaflow.flows import load_flow
 
 FLOW = ScaleFlow(cameras=2, microphones=3)
 

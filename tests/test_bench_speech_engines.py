@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from bench._common import REPO_ROOT
-from bench._speech_engines_flow import flow_text
-from bench._speech_engines_judge import kept_up, latency_bound, table, text_wer
-from bench.speech_engines import search_k
+from bench._lib.common import REPO_ROOT
+from bench.speech.engines import search_k
+from bench.speech.engines_flow import flow_text
+from bench.speech.engines_judge import kept_up, latency_bound, table, text_wer
 
 
 def test_wer_normalises_case_punctuation_hyphens_and_mister() -> None:
@@ -69,7 +69,7 @@ def test_search_k_finds_the_largest_passing_k(limit: int, guess: int) -> None:
 
 
 def test_the_flow_file_has_a_pair_per_stream(tmp_path: Any) -> None:
-    from mediaflow.flows.load import load_flow
+    from mediaflow.flows import load_flow
 
     wavs = [tmp_path / "a.wav", tmp_path / "b.wav"]
     flow = tmp_path / "flow.toml"

@@ -1,6 +1,6 @@
 """Chaos, short: real file sources killed mid-capture lose nothing, on SQLite and Redis.
 
-The short version of ``python -m bench.chaos`` (see :mod:`bench._chaos_run` for the
+The short version of ``python -m bench.chaos`` (see :mod:`bench.chaos.run` for the
 flow and the schedule): a file microphone (a generated WAV) and a file camera (lavfi's
 ``testsrc2`` in an MP4), both paced in real time, into a consumer slower than the
 microphone that logs every delivery's PCM, and the recorder. ``mediaflow run`` is a
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from bench._chaos_run import ChaosPlan, run_chaos
+from bench.chaos.run import ChaosPlan, run_chaos
 from tests.redis_server import RedisServer
 
 CHUNKS = 750

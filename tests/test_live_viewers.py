@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from bench._live_hls import parse_playlist
+from bench.live.hls import parse_playlist
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.demo_process import LIVE, Demo, demo_fixture, wait_for_playlist  # noqa: F401
 

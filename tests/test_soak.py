@@ -52,11 +52,11 @@ from pathlib import Path
 
 import pytest
 
-from bench._flow_process import GcEnv
-from bench._soak_flow import SoakFlow
-from bench._soak_judge import MIB, Bounds, judge, passed, slope, table
-from bench._soak_run import run_soak
-from bench._soak_sample import Sample
+from bench._lib.flow_process import GcEnv
+from bench._lib.sample import Sample
+from bench.soak.flow import SoakFlow
+from bench.soak.judge import MIB, Bounds, judge, passed, slope, table
+from bench.soak.run import run_soak
 from devices.audio_chunks import pcm_wav
 from devices.audio_input import open_microphone
 from devices.bridge import FrameBridge, start_producer

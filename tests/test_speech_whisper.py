@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.wer import normalise, wer, word_errors
+from bench.speech.wer import normalise, wer, word_errors
 from devices.audio_chunks import pcm_wav
 from mediaflow.nodes import whisper_models
 from mediaflow.nodes.speech import SpeechNode

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from bench.wer import wer, word_errors
+from bench.speech.wer import wer, word_errors
 from devices.audio_chunks import pcm_wav
 from mediaflow.nodes.recognizer import PocketSphinxRecognizer, Result, SphinxSearch, sphinx_config
 from mediaflow.nodes.speech import SpeechNode, SpeechStream, Transcript

@@ -1,0 +1,3 @@
+"""CPU per camera-second of the camera connector's encoders, against FFmpeg and
+GStreamer: ``python -m bench.capture``.
+"""

@@ -1,0 +1,3 @@
+"""Chaos: the engine SIGKILLed mid-stream, and what the consumer still got: ``python -m
+bench.chaos``.
+"""

@@ -1,0 +1,5 @@
+"""``python -m bench.chaos [flags]``: runs :func:`bench.chaos.main.main`."""
+
+from bench.chaos.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,3 @@
+"""Durable emissions through mediaflow against peers (Pipecat, a bare asyncio queue,
+SQLite): ``python -m bench.emissions``.
+"""

@@ -1,0 +1,1 @@
+"""Reference-aware GC against age-only deletion: ``python -m bench.gc``."""

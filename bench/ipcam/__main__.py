@@ -1,0 +1,5 @@
+"""``python -m bench.ipcam [flags]``: runs :func:`bench.ipcam.main.main`."""
+
+from bench.ipcam.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,265 @@
+"""One run of the live benchmark: a real ``mediaflow run``, its viewers, then the peer.
+
+:func:`run_once` writes the flow (:mod:`bench.live.flow`), starts ``mediaflow run``
+on it (:class:`bench._lib.flow_process.FlowProcess`: embedded queue, local store, no GC
+sweep during the run) and, in this order, so that the sound is encoded only once a
+viewer came (a feed read in the last 10 s is *watched*):
+
+1. waits for the camera's segments and the microphone's chunks, and reads the
+   sources' ``captured_at - pts`` from the flow API for ``warmup_s``;
+2. measures the flow's CPU with no viewer (nothing has read ``/live`` yet);
+3. starts one HLS viewer in a process of its own (:mod:`bench.live.hls`), which
+   records the stream, and measures the CPU after ``settle_s``;
+4. the same with ``viewers`` viewers (none records);
+5. opens the wall in headless Chromium (:mod:`bench.live.browser`);
+6. once nobody has read the feed for ``WATCH_S`` (the sound is silent again),
+   measures the CPU with no viewer a second time: the two bracket the viewers'
+   windows, so a machine whose load drifts shows it;
+7. stops the flow and decodes the recording (:mod:`bench.live.sync`);
+8. replays a clip whose flashes and beeps are made together with the file connector
+   (its own sound live) and records it with one viewer (:func:`clip_offsets`);
+9. runs the peer, ffmpeg's HLS muxer, alone (:func:`bench.live.cpu.run_peer`).
+
+Each step that fails is noted in :attr:`RunResult.errors` and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import av
+
+from bench._lib.common import parse_result
+from bench._lib.flow_process import FlowProcess, GcEnv
+from bench.live.browser import BrowserResult, unavailable, wall_latency
+from bench.live.cpu import PeerResult, Usage, measure, run_peer
+from bench.live.flow import (
+    CAMERA,
+    CLIP_FLOW_NAME,
+    CLIP_NODE,
+    FLOW_NAME,
+    MICROPHONE,
+    LiveFlow,
+    write_clip_flow,
+    write_flow,
+)
+from bench.live.hls import ViewerStats, read_sidecar
+from bench.live.sync import SyncResult, analyse, anchors, decode, file_offsets
+from mediaflow.live.hub import WATCH_S
+
+GIB = 1024**3
+NO_SWEEP = GcEnv(max_bytes=2 * GIB, interval_s=3600.0, grace_s=3600.0)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    warmup_s: float = 5.0
+    seconds: float = 20.0  # each measured window
+    settle_s: float = 3.0  # viewers start, before their window
+    viewers: int = 10
+    browser: bool = True
+    peer: bool = True
+    idle_after: bool = True  # a second window with no viewer, once the feed is unwatched
+    clip_s: float = 12.0  # how long the file's live stream is recorded
+
+
+@dataclass
+class ViewerWindow:
+    """A window with HLS viewers: the flow's CPU and what the viewers saw."""
+
+    viewers: int
+    usage: Usage | None = None
+    stats: list[ViewerStats] = field(default_factory=list)
+
+    @property
+    def lags(self) -> list[float]:
+        return [lag for viewer in self.stats for lag in viewer.lags]
+
+
+@dataclass
+class RunResult:
+    index: int
+    idle: Usage | None = None  # no viewer
+    idle_after: Usage | None = None  # no viewer again, after the viewers and the wall
+    one: ViewerWindow | None = None
+    many: ViewerWindow | None = None
+    # The busy window once more, then no viewer once more: the CPU the viewers add is a
+    # few percent, no more than the flow's own drift over a minute, so it is judged on
+    # windows that alternate.
+    many_again: ViewerWindow | None = None
+    idle_last: Usage | None = None
+    browser: BrowserResult | None = None
+    sync: SyncResult | None = None
+    clip_offsets: list[float] | None = None  # a file's own sound against its picture
+    peer: PeerResult | None = None
+    errors: list[str] = field(default_factory=list)
+    log_errors: list[str] = field(default_factory=list)  # ERROR lines of the flow's log
+    exit_code: int | None = None
+    workdir: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fetch_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=15) as resp:
+        return json.load(resp)
+
+
+def wait_for_sources(url: str, timeout_s: float = 60.0) -> None:
+    """Until the camera's segments and the microphone's chunks have a latest value.
+    Raises ``RuntimeError`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = anchors(fetch_json(f"{url}/api/flows/{FLOW_NAME}"))
+        if len(found[CAMERA]) >= 2 and found[MICROPHONE]:  # image and video
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"no segments and chunks within {timeout_s:.0f} s")
+
+
+def collect_anchors(url: str, seconds: float, every_s: float = 0.5) -> dict[str, list[float]]:
+    """The sources' ``captured_at - pts``, looked at every ``every_s`` for ``seconds``."""
+    found: dict[str, list[float]] = {CAMERA: [], MICROPHONE: []}
+    end = time.monotonic() + seconds
+    while True:
+        for name, values in anchors(fetch_json(f"{url}/api/flows/{FLOW_NAME}")).items():
+            found[name] += values
+        if time.monotonic() + every_s > end:
+            return found
+        time.sleep(every_s)
+
+
+def watch_process(
+    base: str, count: int, seconds: float, record: Path | None, during: Callable[[], None]
+) -> list[ViewerStats]:
+    """``count`` viewers of ``base`` in a child process for ``seconds``; ``during``
+    runs meanwhile. Raises ``RuntimeError`` if they could not watch."""
+    command = [sys.executable, "-m", "bench.live.hls", "--url", base]
+    command += ["--viewers", str(count), "--seconds", f"{seconds:g}"]
+    if record is not None:
+        command += ["--record", str(record)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        during()
+        out, err = proc.communicate(timeout=seconds + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    result = parse_result(out)
+    if result is None or "error" in result:
+        reason = result["error"] if result else f"exit {proc.returncode}: {err[-300:]}"
+        raise RuntimeError(f"{count} viewer(s): {reason}")
+    return [ViewerStats(**body) for body in result["viewers"]]
+
+
+def viewers_window(
+    pid: int, base: str, count: int, config: RunConfig, record: Path | None
+) -> ViewerWindow:
+    """``count`` viewers in a child process; the flow's CPU once they settled."""
+    window = ViewerWindow(count)
+
+    def sample() -> None:
+        time.sleep(config.settle_s)
+        window.usage = measure(pid, config.seconds)
+
+    total = config.settle_s + config.seconds + 1.0
+    window.stats = watch_process(base, count, total, record, sample)
+    return window
+
+
+def clip_offsets(clip: Path, flow: LiveFlow, config: RunConfig, workdir: Path) -> list[float]:
+    """The clip replayed live with its own sound (:func:`bench.live.flow.make_clip`),
+    recorded by one viewer: ``beep - flash`` per second. Raises what the steps raise."""
+    flow_file = write_clip_flow(workdir / "flow", clip, flow)
+    recording = workdir / "viewer.mp4"
+    limit = config.settle_s + config.clip_s + 120
+    with FlowProcess(flow_file, workdir / "data", NO_SWEEP, limit_s=limit) as proc:
+        url = proc.wait_serving(timeout_s=90)
+        base = f"{url}/live/{CLIP_FLOW_NAME}/{CLIP_NODE}"
+        watch_process(base, 1, config.settle_s + config.clip_s, recording, lambda: None)
+    started, parts = read_sidecar(recording)
+    return file_offsets(decode(recording), parts, started)
+
+
+def run_once(
+    flow: LiveFlow,
+    config: RunConfig,
+    workdir: Path,
+    index: int,
+    say: Callable[[str], None],
+    clip: Path | None = None,
+) -> RunResult:
+    """One run (module doc); never raises for a step that fails."""
+    result = RunResult(index, workdir=str(workdir))
+    recording = workdir / "viewer.mp4"
+    flow_file = write_flow(workdir / "flow", flow)
+    found: dict[str, list[float]] = {CAMERA: [], MICROPHONE: []}
+    limit = config.warmup_s + 8 * (config.seconds + config.settle_s) + 2 * WATCH_S + 240
+    with FlowProcess(flow_file, workdir / "data", NO_SWEEP, limit_s=limit) as proc:
+        try:
+            url = proc.wait_serving(timeout_s=90)
+            wait_for_sources(url)
+            found = collect_anchors(url, config.warmup_s)
+            say(f"   measuring {config.seconds:g} s with no viewer")
+            result.idle = measure(proc.pid, config.seconds)
+            base = f"{url}/live/{FLOW_NAME}/{CAMERA}"
+            say("   1 HLS viewer (recording the stream)")
+            result.one = viewers_window(proc.pid, base, 1, config, recording)
+            say(f"   {config.viewers} HLS viewers")
+            result.many = viewers_window(proc.pid, base, config.viewers, config, None)
+            if config.browser:
+                result.browser = browser_window(url, proc.pid, config, say)
+            more = anchors(fetch_json(f"{url}/api/flows/{FLOW_NAME}"))
+            found = {name: found[name] + more[name] for name in found}
+            if config.idle_after:
+                say(
+                    f"   {WATCH_S + 1:g} s for the feed to be unwatched, {config.seconds:g} s again"
+                )
+                time.sleep(WATCH_S + 1.0)
+                result.idle_after = measure(proc.pid, config.seconds)
+                say(f"   {config.viewers} HLS viewers again, then no viewer again")
+                result.many_again = viewers_window(proc.pid, base, config.viewers, config, None)
+                time.sleep(WATCH_S + 1.0)
+                result.idle_last = measure(proc.pid, config.seconds)
+        except (OSError, RuntimeError, ValueError) as exc:
+            result.errors.append(f"{type(exc).__name__}: {exc}")
+        result.exit_code = proc.stop()
+        result.log_errors = [line for line in proc.log_text().splitlines() if " ERROR " in line]
+    if recording.exists():
+        try:
+            started, parts = read_sidecar(recording)
+            decoded = decode(recording)
+            result.sync = analyse(decoded, parts, found[CAMERA], found[MICROPHONE], started)
+        except (av.FFmpegError, OSError, ValueError) as exc:
+            result.errors.append(f"A/V analysis: {type(exc).__name__}: {exc}")
+    if clip is not None:
+        say("   a file's own picture and sound, live")
+        try:
+            result.clip_offsets = clip_offsets(clip, flow, config, workdir / "clip")
+        except (av.FFmpegError, OSError, RuntimeError, ValueError) as exc:
+            result.errors.append(f"clip A/V: {type(exc).__name__}: {exc}")
+    if config.peer:
+        say("   peer: ffmpeg's HLS muxer on the same sources")
+        result.peer = run_peer(flow, config.settle_s, config.seconds, workdir / "peer")
+    return result
+
+
+def browser_window(
+    url: str, pid: int, config: RunConfig, say: Callable[[str], None]
+) -> BrowserResult:
+    reason = unavailable()
+    if reason is not None:
+        return BrowserResult(error=f"Chromium unavailable: {reason}")
+    say("   the wall in Chromium")
+    return asyncio.run(wall_latency(url, warmup_s=config.warmup_s, seconds=config.seconds, pid=pid))

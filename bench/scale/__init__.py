@@ -1,0 +1,3 @@
+"""Scale: how many cameras and speaking microphones one machine sustains: ``python -m
+bench.scale``.
+"""

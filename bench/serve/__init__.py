@@ -1,0 +1,1 @@
+"""Serving artifacts over HTTP, mediaflow against nginx: ``python -m bench.serve``."""

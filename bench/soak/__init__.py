@@ -1,0 +1,3 @@
+"""Soak: the demo's pieces at demo scale for ten minutes; does anything grow? ``python
+-m bench.soak``.
+"""
