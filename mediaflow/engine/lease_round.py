@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from mediaflow.engine.commands import Command, LeaseCommand
 from mediaflow.engine.ticks import LeasedTick, LeaseDueTick, Tick
-from mediaflow.queue.contract import LeaseTable, QueueError, WorkQueue
+from mediaflow.queue.contract import Leases, LeaseTable, QueueError
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -26,7 +26,7 @@ class LeaseRound:
     def __init__(
         self,
         *,
-        queue: WorkQueue,
+        queue: Leases,
         flow: str,
         consumer: str,
         ttl_ms: int,

@@ -8,7 +8,7 @@ One sweep, in order:
    every expired keep.
 3. Read the live set: every digest a queued, claimed, delayed, parked or
    dead-lettered item or a latest value holds, from one snapshot of the queue
-   backend (:meth:`~mediaflow.queue.contract.WorkQueue.live_digests`), into a
+   backend (:meth:`~mediaflow.queue.contract.Retention.live_digests`), into a
    table on disk.
 4. Adopt stray files and remove stale temp files (:mod:`mediaflow.gc.orphans`).
 5. Delete every artifact saved before the cutoff that no
@@ -42,7 +42,7 @@ from mediaflow.gc.gcdb import BATCH, BATCH_GAP_S, Candidate, GcDb
 from mediaflow.gc.orphans import adopt_strays, sweep_temp
 from mediaflow.gc.plan import Cutoff, Pin, cap_excess, choose_cutoff
 from mediaflow.gc.settings import GcSettings
-from mediaflow.queue.contract import WorkQueue
+from mediaflow.queue.contract import Retention
 from mediaflow.store import ArtifactStore
 from mediaflow.store.locks import Busy, exclusive_or_busy
 from mediaflow.store.metadata import SweepWork
@@ -112,7 +112,7 @@ class _Stopped(Exception):
 
 async def sweep_artifacts(
     data_dir: Path,
-    queue: WorkQueue,
+    queue: Retention,
     *,
     store: ArtifactStore | None = None,
     settings: GcSettings | None = None,
@@ -185,7 +185,7 @@ class _Sweep:
     def __init__(
         self,
         data_dir: Path,
-        queue: WorkQueue,
+        queue: Retention,
         store: ArtifactStore,
         settings: GcSettings,
         *,

@@ -26,7 +26,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.eventloop import run_blocking
 from mediaflow.gc.settings import GcSettings, format_bytes
 from mediaflow.gc.sweep import SweepBusy, SweepReport, sweep_artifacts
-from mediaflow.queue.contract import WorkQueue
+from mediaflow.queue.contract import Retention
 from mediaflow.store import ArtifactStore
 
 log = logging.getLogger("mediaflow.gc")
@@ -42,7 +42,7 @@ class Sweeper:
     def __init__(
         self,
         data_dir: Path,
-        queue: WorkQueue,
+        queue: Retention,
         bus: EventBus,
         settings: GcSettings,
         *,

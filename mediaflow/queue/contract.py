@@ -40,181 +40,49 @@ reached; the engine reports that and retries.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-ItemKind: TypeAlias = Literal["emission", "source"]
+from mediaflow.queue.items import (
+    DeadLetter,
+    EmissionRun,
+    ItemKind,
+    LeaseTable,
+    NewItem,
+    QueueError,
+    QueueStats,
+    QueueUnavailable,
+    StreamBacklog,
+    StreamKey,
+    WorkItem,
+)
 
-
-class QueueError(Exception):
-    """Base class of work-queue errors."""
-
-
-class QueueUnavailable(QueueError):
-    """The backend could not be reached or answered with an error."""
-
-
-class StreamKey(NamedTuple):
-    """Where an item waits: the flow and the node that will consume it."""
-
-    flow: str
-    node: str
-
-    def __str__(self) -> str:
-        return f"{self.flow}/{self.node}"
-
-
-# NewItem and WorkItem are made once per item on the hot path: plain slotted
-# dataclasses build ~4x faster than frozen ones (whose __init__ goes through
-# object.__setattr__). Treat them as immutable all the same; unsafe_hash keeps
-# them hashable as the frozen versions were.
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class NewItem:
-    """An item to enqueue. ``payload`` must be JSON-serialisable.
-
-    ``claim`` = False keeps the item ready on disk even when ``enqueue`` is
-    called with ``claim_for`` (its reader has older work waiting, or no room).
-    Not to be changed once made (see above why it is not frozen).
-    """
-
-    stream: StreamKey
-    kind: ItemKind
-    payload: Mapping[str, Any]
-    delay_s: float = 0.0
-    claim: bool = True
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class WorkItem:
-    """An item as claimed from the queue.
-
-    ``entry_id`` is opaque and unique within the backend; ``seq`` orders items
-    within one stream; ``deliveries`` counts claims, this one included, so a
-    value above 1 marks a redelivery. Not to be changed once made (see above
-    why it is not frozen): ``dataclasses.replace`` makes a changed copy.
-    """
-
-    entry_id: str
-    stream: StreamKey
-    kind: ItemKind
-    payload: Mapping[str, Any]
-    seq: int
-    deliveries: int
-    enqueued_at: float
-
-    @property
-    def redelivery(self) -> bool:
-        return self.deliveries > 1
-
-
-@dataclass(frozen=True, slots=True)
-class EmissionRun:
-    """Consecutive emissions of one edge within one group commit (see
-    :meth:`WorkQueue.commit`): made once per run, not per item.
-
-    Each value becomes one ``kind="emission"`` item of ``stream`` whose payload
-    is ``{"src": src, "port": port, "value": value, "at": at}``.
-    """
-
-    stream: StreamKey
-    """The reader's stream."""
-    src: str
-    """``"<node>.<port>"`` that emitted the values."""
-    port: str
-    """The reader's input port."""
-    values: Sequence[Any]
-    """JSON-ready values (dicts with str keys, lists, str, numbers, bools,
-    None), in emission order."""
-    at: float
-    """``time.time()`` when the first of them was emitted."""
-    claim: int = 0
-    """How many of the first values to claim for ``commit``'s ``claim_for``
-    (0 to ``len(values)``)."""
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """An item taken out of circulation, with the reason: what an operator reads
-    before requeueing it (:meth:`WorkQueue.requeue_dead_letter`) or discarding it
-    (:meth:`WorkQueue.delete_dead_letter`).
-
-    ``item`` is the item as it was when it died (its ``deliveries`` count the
-    attempts it had); ``dead_at`` is the Unix time of the ``dead_letter`` call.
-    """
-
-    item: WorkItem
-    reason: str
-    dead_at: float
-    id: str = ""
-    """Names this dead letter for as long as it exists: unique within the
-    backend (across flows), never reused, the same from every handle and call.
-    Opaque and URL-safe (ASCII digits and ``-``; no flow name in it), so
-    ``/api/flows/{flow}/dead-letters/{id}`` can name it. Empty only for a
-    DeadLetter made outside a backend."""
-
-    @property
-    def flow(self) -> str:
-        return self.item.stream.flow
-
-    @property
-    def node(self) -> str:
-        """The node the item was for."""
-        return self.item.stream.node
-
-    @property
-    def deliveries(self) -> int:
-        """How many times the item was delivered before it died."""
-        return self.item.deliveries
-
-
-@dataclass(frozen=True)
-class StreamBacklog:
-    """Waiting work of one stream: ``ready`` (claimable), ``pending`` (claimed,
-    not acked), ``delayed``, and the enqueue time of the oldest unacked item."""
-
-    ready: int = 0
-    pending: int = 0
-    delayed: int = 0
-    oldest_enqueued_at: float | None = None
-
-    @property
-    def total(self) -> int:
-        return self.ready + self.pending + self.delayed
-
-
-@dataclass(frozen=True)
-class LeaseTable:
-    """Who runs which ordered stream of a flow, as a :meth:`WorkQueue.lease` call
-    left it: the live leases and the live executors (``members``, sorted)."""
-
-    holders: Mapping[StreamKey, str] = field(default_factory=dict)
-    members: tuple[str, ...] = ()
-    taken_over: frozenset[StreamKey] = frozenset()
-    """Streams this call acquired whose items pending to an earlier holder it
-    handed back (they run again, first, as redeliveries)."""
-
-    def held_by(self, consumer: str) -> frozenset[StreamKey]:
-        return frozenset(s for s, holder in self.holders.items() if holder == consumer)
-
-
-@dataclass(frozen=True)
-class QueueStats:
-    """Counters since the backend was created (persisted where the backend can)."""
-
-    enqueued: int
-    acked: int
-    dead_lettered: int
-    redelivered: int
-    backlog: int
-    parked_flows: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+__all__ = [
+    "DeadLetter",
+    "DeadLetters",
+    "Delivery",
+    "EmissionRun",
+    "Gate",
+    "Inspection",
+    "ItemKind",
+    "LatestValues",
+    "LeaseTable",
+    "Leases",
+    "NewItem",
+    "QueueError",
+    "QueueStats",
+    "QueueUnavailable",
+    "Retention",
+    "StreamBacklog",
+    "StreamKey",
+    "WorkItem",
+    "WorkQueue",
+]
 
 
 @runtime_checkable
-class WorkQueue(Protocol):
-    """The operations the engine needs from a durable work queue."""
+class Delivery(Protocol):
+    """Moving items through streams: group commits, claims, acks and redelivery
+    (the engine's executor and journal)."""
 
     async def enqueue(
         self,
@@ -276,15 +144,6 @@ class WorkQueue(Protocol):
         """
         ...
 
-    async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
-        """Record the newest JSON value of each ``(flow, node, port)``: the flow's
-        state ("what is the camera showing now"), not a delivery path."""
-        ...
-
-    async def latest(self, flow: str) -> dict[tuple[str, str], Any]:
-        """The newest recorded value of each ``(node, port)`` of ``flow``."""
-        ...
-
     async def claim(
         self,
         consumer: str,
@@ -339,6 +198,15 @@ class WorkQueue(Protocol):
         consumer had started. Its leases and memberships go too."""
         ...
 
+    async def move_due(self, now: float) -> int:
+        """Make delayed items whose time has come claimable; return how many moved."""
+        ...
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """Sharing a flow's ordered streams among executors (the lease round)."""
+
     async def lease(
         self,
         flow: str,
@@ -363,6 +231,43 @@ class WorkQueue(Protocol):
         clock. Returns the flow's live leases and members after the step.
         """
         ...
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """Holding a flow's items back: pause, resume and single-step."""
+
+    async def park(self, flow: str) -> None:
+        """Stop handing out ``flow``'s items until :meth:`unpark`."""
+        ...
+
+    async def unpark(self, flow: str, *, steps: int | None = None) -> None:
+        """Resume ``flow``; with ``steps``, let exactly that many more items through
+        and stay parked afterwards."""
+        ...
+
+    async def parked(self) -> dict[str, int | None]:
+        """Parked flows and, for each, the steps it may still hand out (None: none)."""
+        ...
+
+
+@runtime_checkable
+class LatestValues(Protocol):
+    """The newest value per output port: a flow's state, not a delivery path."""
+
+    async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
+        """Record the newest JSON value of each ``(flow, node, port)``: the flow's
+        state ("what is the camera showing now"), not a delivery path."""
+        ...
+
+    async def latest(self, flow: str) -> dict[tuple[str, str], Any]:
+        """The newest recorded value of each ``(node, port)`` of ``flow``."""
+        ...
+
+
+@runtime_checkable
+class DeadLetters(Protocol):
+    """Items taken out of circulation, and what an operator does with them."""
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
         """Move ``item`` out of its stream into the dead-letter list."""
@@ -406,9 +311,10 @@ class WorkQueue(Protocol):
         flow's or malformed id)."""
         ...
 
-    async def move_due(self, now: float) -> int:
-        """Make delayed items whose time has come claimable; return how many moved."""
-        ...
+
+@runtime_checkable
+class Inspection(Protocol):
+    """Read-only views of waiting work and counters (metrics, the API, the CLI)."""
 
     async def backlog(self) -> dict[StreamKey, StreamBacklog]:
         """Waiting work per stream (streams with nothing waiting may be omitted)."""
@@ -418,18 +324,12 @@ class WorkQueue(Protocol):
         """Unacked items per flow."""
         ...
 
-    async def park(self, flow: str) -> None:
-        """Stop handing out ``flow``'s items until :meth:`unpark`."""
-        ...
+    async def stats(self) -> QueueStats: ...
 
-    async def unpark(self, flow: str, *, steps: int | None = None) -> None:
-        """Resume ``flow``; with ``steps``, let exactly that many more items through
-        and stay parked afterwards."""
-        ...
 
-    async def parked(self) -> dict[str, int | None]:
-        """Parked flows and, for each, the steps it may still hand out (None: none)."""
-        ...
+@runtime_checkable
+class Retention(Protocol):
+    """What garbage collection and forgetting a flow need from the queue."""
 
     def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
         """Every artifact digest the queue holds, in lists (an async generator).
@@ -470,7 +370,10 @@ class WorkQueue(Protocol):
         """
         ...
 
-    async def stats(self) -> QueueStats: ...
+
+@runtime_checkable
+class WorkQueue(Delivery, Leases, Gate, LatestValues, DeadLetters, Inspection, Retention, Protocol):
+    """Every role at once: what a backend implements. Callers take the roles they use."""
 
     async def close(self) -> None:
         """Release connections; pending items stay pending."""

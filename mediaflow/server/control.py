@@ -40,7 +40,7 @@ from aiohttp import web
 
 from mediaflow.engine.session import FlowSession, FlowStateError
 from mediaflow.flows.spec import NAME_RE
-from mediaflow.queue import QueueError, WorkQueue
+from mediaflow.queue import DeadLetters, QueueError
 from mediaflow.server import auth
 from mediaflow.server.api import (
     NO_STORE,
@@ -196,7 +196,7 @@ def control_handler(action: Action) -> Callable[[web.Request], Awaitable[web.Str
 # -- dead letters -----------------------------------------------------------------
 
 
-def _queue_of(state: AppState, name: str) -> WorkQueue | web.Response:
+def _queue_of(state: AppState, name: str) -> DeadLetters | web.Response:
     if NAME_RE.fullmatch(name) is None:
         return error(400, "malformed flow name")
     if state.queue is None:
@@ -240,7 +240,7 @@ def _queue_away(exc: BaseException) -> web.Response:
     return error(503, f"queue unavailable: {exc or type(exc).__name__}")
 
 
-def _dead_letter_queue(state: AppState, name: str, dead_id: str) -> WorkQueue | web.Response:
+def _dead_letter_queue(state: AppState, name: str, dead_id: str) -> DeadLetters | web.Response:
     """The queue holding ``name``'s dead letter ``dead_id``, or the refusal."""
     queue = _queue_of(state, name)
     if not isinstance(queue, web.Response) and len(dead_id) > MAX_ID_LEN:
