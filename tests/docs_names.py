@@ -331,3 +331,20 @@ def route_problems(markdown: str, routes: list[Route]) -> list[str]:
 def doc_pages() -> list[Path]:
     """The README and every page under docs/."""
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+# -- the node contract -------------------------------------------------------------
+
+
+def context_problems(markdown: str) -> list[str]:
+    """``ctx.name`` mentions in ``markdown`` that :class:`mediaflow.Context` lacks."""
+    from mediaflow import Context
+
+    members = set(dir(Context))
+    for klass in Context.__mro__:
+        members.update(getattr(klass, "__annotations__", {}))
+    code = read_code(markdown)
+    texts = [span for spans in code.span_lines for span in spans]
+    texts += [body for language, body in code.blocks if language == "python"]
+    named = {name for text in texts for name in re.findall(r"\bctx\.([A-Za-z_]\w*)", text)}
+    return [f"ctx.{name}: Context has no such member" for name in sorted(named - members)]

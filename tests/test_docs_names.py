@@ -16,6 +16,7 @@ from mediaflow.server import AppState, ServerSettings, create_app
 from tests.docs_names import (
     Route,
     cli_problems,
+    context_problems,
     doc_pages,
     flow_key_problems,
     route_problems,
@@ -64,6 +65,17 @@ def test_every_command_and_flag_the_page_names_exists(page: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=IDS)
 def test_every_route_the_page_names_is_served(page: Path, routes: list[Route]) -> None:
     assert route_problems(page.read_text(), routes) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_every_context_member_the_page_names_exists(page: Path) -> None:
+    assert context_problems(page.read_text()) == []
+
+
+def test_a_context_member_that_is_not_there_fails() -> None:
+    assert context_problems("`ctx.emit(port, value)`, `ctx.inputs`") == []
+    assert len(context_problems("`ctx.open_artifact(ref)`")) == 1
+    assert len(context_problems("```python\nawait ctx.broadcast('x', 1)\n```\n")) == 1
 
 
 def test_the_checks_see_the_docs_names() -> None:
