@@ -99,7 +99,9 @@ def summarise(report: Report) -> Json:
         pipecat["unavailable"] = errors[0]
     out["pipecat"] = pipecat
 
-    qf_rates = [rate for r in report.complete("pipecat_queue_frame") for rate in r["rates"]]
+    qf_rates = [
+        rate for r in report.complete("pipecat_queue_frame") for rate in r.get("rates", ())
+    ]  # none when Pipecat is not installed (its "unavailable" result)
     qf_best, qf_median = best_and_median(qf_rates)
     out["pipecat_queue_frame"] = {
         "rates": qf_rates,
