@@ -43,6 +43,7 @@ event loop (see :meth:`Journal.subscribe`). It must not raise or block: it runs
 inside the emitting node's item, and a failure there would fail the node."""
 
 LatestKey = tuple[str, str, str]  # (flow, node, port)
+_Told: TypeAlias = tuple[Any, Mapping[str, int]]  # a value for live views, and its identity
 
 
 class CommitScheduler(Protocol):
@@ -142,6 +143,11 @@ class Journal:
         self._outbox_pins: list[Pin] = []
         # Latest values of ports nobody reads, flushed lazily (flush_latest).
         self._dirty_latest: dict[LatestKey, Any] = {}
+        # The newest value per port not yet durable, told to live views (``latest``
+        # events) once the commit carrying it lands: a viewer never sees a value a
+        # crash could take back, and sees each value once.
+        self._untold: dict[tuple[str, str], _Told] = {}
+        self._untold_lazy: dict[tuple[str, str], _Told] = {}
         self._lock = asyncio.Lock()
         self._unyielded = 0
         self._yield_every = yield_every
@@ -211,7 +217,6 @@ class Journal:
         ident = {"seq": out.emitted} if item is None else {"seq": out.emitted, "item": item}
         self.latest_values[key] = encoded
         self.latest_ids[key] = ident
-        self._latest_events.offer(key, encoded, ident)
         for observer in self._observers:
             observer(node, port, encoded)
         is_ref = isinstance(value, MediaRef)
@@ -227,12 +232,15 @@ class Journal:
             # A reference nobody reads: the state keeps it, committed with the
             # acks of this turn (the lazy flush could land after them).
             self._latest[out.latest_key] = encoded
+            self._untold[key] = (encoded, ident)
             self.ready.set()
             return
         else:
             # Nobody reads it: only the state keeps it, flushed in batches.
             self._dirty_latest[out.latest_key] = encoded
+            self._untold_lazy[key] = (encoded, ident)
             return
+        self._untold[key] = (encoded, ident)
         if self._buffered >= OUTBOX_LIMIT:
             while self._buffered >= OUTBOX_LIMIT:  # other emitters may refill it
                 await self.flush_when_available()
@@ -288,6 +296,7 @@ class Journal:
             latest, self._latest = self._latest, {}
             acks, self._acks = self._acks, []
             pins, self._outbox_pins = self._outbox_pins, []
+            untold, self._untold = self._untold, {}
             claims: Mapping[StreamKey, int] = {}
             if runs:
                 claims = self._scheduler.plan_commit(_counts(runs))
@@ -304,10 +313,12 @@ class Journal:
                 self._latest = {**latest, **self._latest}
                 self._acks[:0] = acks
                 self._outbox_pins[:0] = pins
+                self._untold = {**untold, **self._untold}
                 if runs:
                     self._scheduler.commit_failed()
                 raise
             self._landed.set()
+            self._tell(untold)
             for pin in pins:
                 self._pins.give_back(pin)
             if runs:
@@ -335,7 +346,14 @@ class Journal:
         """Record the latest values of ports nobody reads (batched, every half second)."""
         if self._dirty_latest:
             batch, self._dirty_latest = self._dirty_latest, {}
-            await self._queue.put_latest(batch)
+            untold, self._untold_lazy = self._untold_lazy, {}
+            await self._queue.put_latest(batch)  # a failed batch is not told either
+            self._tell(untold)
+
+    def _tell(self, untold: Mapping[tuple[str, str], _Told]) -> None:
+        """Offer durable values to live views (throttled per port)."""
+        for key, (encoded, ident) in untold.items():
+            self._latest_events.offer(key, encoded, ident)
 
 
 def _counts(runs: list[_Run]) -> dict[StreamKey, int]:
