@@ -348,3 +348,20 @@ def context_problems(markdown: str) -> list[str]:
     texts += [body for language, body in code.blocks if language == "python"]
     named = {name for text in texts for name in re.findall(r"\bctx\.([A-Za-z_]\w*)", text)}
     return [f"ctx.{name}: Context has no such member" for name in sorted(named - members)]
+
+
+# -- benchmarks --------------------------------------------------------------------
+
+
+def bench_problems(markdown: str) -> list[str]:
+    """``python -m bench.x`` commands in ``markdown`` whose module does not run."""
+    from importlib.util import find_spec
+
+    named = set(re.findall(r"python -m (bench(?:\.\w+)+)", markdown))
+    runnable = {
+        name
+        for name in named
+        if (spec := find_spec(name)) is not None
+        and (spec.submodule_search_locations is None or find_spec(f"{name}.__main__"))
+    }
+    return [f"`python -m {name}`: no such runnable module" for name in sorted(named - runnable)]

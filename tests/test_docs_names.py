@@ -1,7 +1,7 @@
 """Every flow key, command, flag and HTTP route the docs name exists.
 
 The pages are the README and docs/*.md; the checker is :mod:`tests.docs_names`.
-Each check is also fed a deliberately wrong name, to show it fails on one.
+Benchmark commands (`python -m bench.x`) are checked too. Each check is also fed a deliberately wrong name, to show it fails on one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from mediaflow.server import AppState, ServerSettings, create_app
 from tests.docs_names import (
     Route,
+    bench_problems,
     cli_problems,
     context_problems,
     doc_pages,
@@ -76,6 +77,16 @@ def test_a_context_member_that_is_not_there_fails() -> None:
     assert context_problems("`ctx.emit(port, value)`, `ctx.inputs`") == []
     assert len(context_problems("`ctx.open_artifact(ref)`")) == 1
     assert len(context_problems("```python\nawait ctx.broadcast('x', 1)\n```\n")) == 1
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_every_benchmark_the_page_names_runs(page: Path) -> None:
+    assert bench_problems(page.read_text()) == []
+
+
+def test_a_benchmark_that_is_not_there_fails() -> None:
+    assert bench_problems("`python -m bench.emissions`") == []
+    assert len(bench_problems("`python -m bench.nothing_here --wer`")) == 1
 
 
 def test_the_checks_see_the_docs_names() -> None:
