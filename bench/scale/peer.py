@@ -9,7 +9,7 @@
   (an ``Endpointer`` and a streaming ``Decoder`` per stream, the grammar, a partial
   hypothesis per chunk) on the same speech in the same 100 ms chunks, paced in real
   time. mediaflow's speech node also decodes each utterance a second time, whole,
-  for its finals (README, Speech): that work is not in the peer.
+  for its finals (docs/speech.md): that work is not in the peer.
 
 Neither stores anything durably, serves anything or records a clip. :func:`run_peers`
 runs them all at once for ``seconds`` and gives their CPU (``RUSAGE_CHILDREN``) in

@@ -129,7 +129,7 @@ class VoiceSettings:
     """How :class:`UtteranceFinder` turns probabilities into utterances.
 
     ``pad_s`` of audio is kept before the first window called speech and after the
-    last one (Whisper hears a word's onset and its release; see the README for
+    last one (Whisper hears a word's onset and its release; see docs/speech.md for
     the measurement). ``min_silence_s`` must cover ``pad_s``: an utterance ends
     only once its trailing pad has been heard.
     """
