@@ -67,7 +67,7 @@ class AudioRun(SourceRun[AudioInput]):
         self.report = CounterReport(ctx, "audio_overflow", device)
         self._closed_overflows = 0  # overflow totals of inputs already closed
         self._closed_dropped = 0
-        self.live = ctx.live.sound(ctx.flow, ctx.node)  # heard live only by feeds that carry it
+        self.live = ctx.more.live.sound(ctx.flow, ctx.node)  # heard only by feeds with sound
 
     async def run(
         self, first: AudioInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[AudioInput]]

@@ -69,7 +69,7 @@ class MediaConnector(Node):
         """Open the inputs. Raises the device layer's errors (``DeviceNotFound``,
         ``UnsupportedMode``, ``PortAudioMissing`` ...) and ``ValueError`` for options
         that do not fit the source."""
-        self.resolve_paths(ctx.flow_dir)
+        self.resolve_paths(ctx.more.flow_dir)
         await self.teardown()  # a second setup (engine retry) must not leak the first
         if self.video_request is not None:
             self._video_input = await self.video_request.open_async()
@@ -153,7 +153,7 @@ class MediaConnector(Node):
             return None, None
 
         def start_for(ports: Iterable[str]) -> float:
-            fed = [p for p in ports if p in resume.ends or ctx.has_readers(p)]
+            fed = [p for p in ports if p in resume.ends or ctx.more.has_readers(p)]
             return resume.resume_at(fed)
 
         try:

@@ -111,7 +111,7 @@ class PacketRun(VideoPortsRun[PacketInput]):
             await run_together(capture, *self.emitters(self._pictures, self._segments_out))
         finally:
             if feed is not None:
-                self.ctx.live.drop(self.ctx.flow, self.ctx.node, feed)
+                self.ctx.more.live.drop(self.ctx.flow, self.ctx.node, feed)
             for lane in lanes:
                 await lane.close()
             if self._segments_out is not None:
@@ -143,7 +143,7 @@ class PacketRun(VideoPortsRun[PacketInput]):
             return None
         live_audio = self.options.live_audio
         sound_from = None if live_audio in (None, self.ctx.node) else live_audio
-        return self.ctx.live.open_feed(
+        return self.ctx.more.live.open_feed(
             self.ctx.flow,
             self.ctx.node,
             sound_from,

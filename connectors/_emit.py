@@ -149,7 +149,7 @@ class CounterReport:
         if not force and self._last_at is not None and now - self._last_at < self.interval_s:
             return False
         new = total - sum(self._reported.values())
-        self.ctx.publish(self.event_type, device=self.device, total=total, new=new, **counters)
+        self.ctx.more.publish(self.event_type, device=self.device, total=total, new=new, **counters)
         self._reported = dict(counters)
         self._last_at = now
         return True

@@ -105,7 +105,7 @@ async def supervise(
             continue
         lost_at = time.monotonic()
         ctx.log.warning("%s lost: %s", device, error)
-        ctx.publish("device_lost", device=device, error=f"{type(error).__name__}: {error}")
+        ctx.more.publish("device_lost", device=device, error=f"{type(error).__name__}: {error}")
         on_lost()
         source = await _reopen(ctx, device, reopen, policy, lost_at)
 
@@ -130,7 +130,7 @@ async def _reopen(
             continue
         down_s = time.monotonic() - lost_at
         ctx.log.warning("%s restored after %.1f s (%d attempts)", device, down_s, attempt)
-        ctx.publish(
+        ctx.more.publish(
             "device_restored",
             device=device,
             attempts=attempt,

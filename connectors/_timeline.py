@@ -5,7 +5,7 @@ own first item, so every (re)opened input begins an :class:`Epoch` that carries 
 offset to add and, when something is missing before it, the gap. The first chunk a
 port emits in an epoch with a gap says so in its meta (``discontinuity: true``,
 ``gap_s``); ``seq`` never skips: it numbers what was emitted, gap-free, per port,
-and continues from ``ctx.latest(port)`` when a crashed run is resumed.
+and continues from ``ctx.more.latest(port)`` when a crashed run is resumed.
 
 Everything here runs on the event loop and never blocks.
 """
@@ -35,7 +35,7 @@ class Epoch:
 
 @dataclass(frozen=True)
 class Resume:
-    """Where a crashed run of this source stopped, read from ``ctx.latest``."""
+    """Where a crashed run of this source stopped, read from ``ctx.more.latest``."""
 
     seqs: Mapping[str, int]  # next seq per port
     gap_s: float  # wall-clock seconds since it was captured
@@ -65,7 +65,7 @@ def read_resume(ctx: Context, ports: Iterable[str], now: float | None = None) ->
     ends: dict[str, float] = {}
     last_captured: float | None = None
     for port in ports:
-        latest = ctx.latest(port)
+        latest = ctx.more.latest(port)
         if not isinstance(latest, MediaRef):
             continue
         meta = latest.meta

@@ -107,7 +107,7 @@ class VideoRun(VideoPortsRun[VideoInput]):
             # Live view reads the H.264 the segments are made of: no second encode.
             codec = encode_codec(self.options.codec)
             if codec == "h264":
-                tap = self.ctx.live.open_feed(
+                tap = self.ctx.more.live.open_feed(
                     self.ctx.flow,
                     self.ctx.node,
                     self.options.live_audio,
@@ -128,7 +128,7 @@ class VideoRun(VideoPortsRun[VideoInput]):
             await run_together(capture, *self.emitters(self._jpeg_lane, self._segment_lane))
         finally:
             if tap is not None:
-                self.ctx.live.drop(self.ctx.flow, self.ctx.node, tap)  # nothing live here any more
+                self.ctx.more.live.drop(self.ctx.flow, self.ctx.node, tap)  # nothing live here now
             for lane in lanes:
                 await lane.close()
             self.skips.update(self.skipped(), force=True)

@@ -9,7 +9,6 @@ segments, the live view). Both are checked by :mod:`connectors.camera`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from connectors._options import COPIED_BY, Codec
@@ -111,5 +110,4 @@ def wanted(ctx: Context, port: str, forced: bool | None) -> bool:
     """``forced`` when set, else whether any node reads ``port``."""
     if forced is not None:
         return forced
-    has_readers: Callable[[str], bool] | None = getattr(ctx, "has_readers", None)
-    return True if has_readers is None else has_readers(port)
+    return ctx.more.has_readers(port)

@@ -122,7 +122,7 @@ class FileConnector(MediaConnector):
         """Probe the file, keep the parts it has, open them. Raises ``DeviceNotFound``
         for a missing file, FFmpeg's errors for an unreadable one."""
         if self._contents is None:
-            spec = resolve_spec(self._spec, ctx.flow_dir)
+            spec = resolve_spec(self._spec, ctx.more.flow_dir)
             self._contents = contents = await asyncio.to_thread(probe_file, spec)
             if not contents.video:
                 self.video_request = None

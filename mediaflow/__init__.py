@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from mediaflow.media import MediaRef, PortKindError
-from mediaflow.node import Context, ItemInfo, Node
+from mediaflow.node import Context, ItemInfo, MoreContext, Node
 
 if TYPE_CHECKING:
     from mediaflow.engine.session import FlowSession, RunOutcome
@@ -40,6 +40,7 @@ __all__ = [
     "FlowSpec",
     "ItemInfo",
     "MediaRef",
+    "MoreContext",
     "Node",
     "PortKindError",
     "RunOutcome",

@@ -33,26 +33,10 @@ class ItemInfo:
     deliveries: int
 
 
-class Context(Protocol):
-    """What the engine gives a node's ``run``."""
-
-    node: str
-    inputs: Mapping[str, Any]
-
-    @property
-    def flow(self) -> str:
-        """The flow's name."""
-        ...
-
-    @property
-    def item(self) -> ItemInfo | None:
-        """The item this run is for (``seq``, ``entry_id``, ``deliveries``); None in ``setup``."""
-        ...
-
-    @property
-    def log(self) -> Any:
-        """This node's logger (``mediaflow.node.<id>``)."""
-        ...
+class MoreContext(Protocol):
+    """What a node rarely needs, behind ``ctx.more``: where the flow lives, the
+    session's live hub, how long an artifact lives, what the flow wires, what
+    this node said last and the flow's event bus."""
 
     @property
     def flow_dir(self) -> Path:
@@ -65,45 +49,8 @@ class Context(Protocol):
         here, a microphone its sound; the server beside the session reads them."""
         ...
 
-    @property
-    def redelivery(self) -> bool:
-        """True when this item was delivered before (after a crash or a reclaim)."""
-        ...
-
-    async def emit(self, port: str, value: Any) -> None:
-        """Journal ``value`` on ``port`` for every reader.
-
-        The value joins the process's next group commit, which lands within an
-        event-loop turn; readers receive it only after that. ``emit`` waits
-        when the group is full. If the process dies before the commit lands,
-        the value is lost with it, and a resumed source continues after the
-        last committed one (``latest``). Raises
-        :class:`~mediaflow.media.PortKindError` if ``value`` does not fit the
-        port, ``KeyError`` if the node has no such output port.
-        """
-        ...
-
     async def flush(self) -> None:
         """Wait until everything this process emitted so far is durable."""
-        ...
-
-    async def save_artifact(
-        self,
-        data: bytes | Path | AsyncIterator[bytes],
-        media_type: str,
-        meta: Mapping[str, Any] | None = None,
-    ) -> MediaRef:
-        """Store bytes (or a file, streamed, or chunks) and return the reference.
-
-        Until this run emits the reference (and the commit carrying it lands),
-        keeps or holds it, or ends, garbage collection spares every artifact
-        saved since this save began; after that the reference must be in a
-        message, a keep or a hold to survive.
-        """
-        ...
-
-    async def read_artifact(self, ref: MediaRef | str) -> bytes:
-        """The bytes of a stored artifact, whole (a large one: read its ``artifact_path``)."""
         ...
 
     def keep(self, ref: MediaRef | str) -> None:
@@ -134,6 +81,10 @@ class Context(Protocol):
         """Where the artifact's bytes live on this machine (read-only)."""
         ...
 
+    def temp_dir(self) -> Path:
+        """A scratch directory for this node on the store's filesystem."""
+        ...
+
     def publish(self, event_type: str, **data: Any) -> None:
         """Put an event on the flow's event bus (``device_lost``, transcripts ...).
 
@@ -142,16 +93,8 @@ class Context(Protocol):
         a live view joins an event to the value it is about by it)."""
         ...
 
-    def stopping(self) -> bool:
-        """True once the flow is shutting down; long-running sources should return."""
-        ...
-
     def is_wired(self, port: str) -> bool:
         """Whether this node's input ``port`` is wired in the flow (optional inputs)."""
-        ...
-
-    def temp_dir(self) -> Path:
-        """A scratch directory for this node on the store's filesystem."""
         ...
 
     def has_readers(self, port: str) -> bool:
@@ -161,6 +104,75 @@ class Context(Protocol):
     def latest(self, port: str) -> Any:
         """The newest value this node emitted on ``port`` (also by a crashed earlier
         process of the same run), or None: a resumed source continues its ``seq``."""
+        ...
+
+
+class Context(Protocol):
+    """What the engine gives a node's ``run`` and ``setup``: the core every node
+    uses; what a node rarely needs is behind :attr:`more`."""
+
+    node: str
+    inputs: Mapping[str, Any]
+
+    @property
+    def flow(self) -> str:
+        """The flow's name."""
+        ...
+
+    @property
+    def item(self) -> ItemInfo | None:
+        """The item this run is for (``seq``, ``entry_id``, ``deliveries``); None in ``setup``."""
+        ...
+
+    @property
+    def redelivery(self) -> bool:
+        """True when this item was delivered before (after a crash or a reclaim)."""
+        ...
+
+    @property
+    def log(self) -> Any:
+        """This node's logger (``mediaflow.node.<id>``)."""
+        ...
+
+    async def emit(self, port: str, value: Any) -> None:
+        """Journal ``value`` on ``port`` for every reader.
+
+        The value joins the process's next group commit, which lands within an
+        event-loop turn; readers receive it only after that. ``emit`` waits
+        when the group is full. If the process dies before the commit lands,
+        the value is lost with it, and a resumed source continues after the
+        last committed one (``ctx.more.latest``). Raises
+        :class:`~mediaflow.media.PortKindError` if ``value`` does not fit the
+        port, ``KeyError`` if the node has no such output port.
+        """
+        ...
+
+    async def save_artifact(
+        self,
+        data: bytes | Path | AsyncIterator[bytes],
+        media_type: str,
+        meta: Mapping[str, Any] | None = None,
+    ) -> MediaRef:
+        """Store bytes (or a file, streamed, or chunks) and return the reference.
+
+        Until this run emits the reference (and the commit carrying it lands),
+        keeps or holds it, or ends, garbage collection spares every artifact
+        saved since this save began; after that the reference must be in a
+        message, a keep or a hold to survive.
+        """
+        ...
+
+    async def read_artifact(self, ref: MediaRef | str) -> bytes:
+        """The bytes of a stored artifact, whole (a large one: read its ``artifact_path``)."""
+        ...
+
+    def stopping(self) -> bool:
+        """True once the flow is shutting down; long-running sources should return."""
+        ...
+
+    @property
+    def more(self) -> MoreContext:
+        """What a node rarely needs (:class:`MoreContext`)."""
         ...
 
 
@@ -181,7 +193,7 @@ class Node:
     claims its stream at once, which is how ``mediaflow worker`` speeds it up."""
 
     optional_inputs: ClassVar[frozenset[str]] = frozenset()
-    """Input ports the flow may leave unwired (``ctx.is_wired`` tells the run);
+    """Input ports the flow may leave unwired (``ctx.more.is_wired`` tells the run);
     every other declared input must be wired."""
 
     @classmethod

@@ -33,7 +33,7 @@ class Counter(Node):
     async def run(self, ctx: Context) -> None:
         start = 0
         if ctx.redelivery:  # resumed after a crash: carry on after the last chunk
-            last = ctx.latest("chunk")
+            last = ctx.more.latest("chunk")
             start = last["seq"] + 1 if last else 0
         for seq in range(start, self.count):
             if ctx.stopping():

@@ -50,7 +50,7 @@ class PacedSource(Node):
     async def run(self, ctx: Context) -> None:
         start = 0
         if ctx.redelivery:  # resumed: carry on after the last value journaled
-            last = ctx.latest("chunk")
+            last = ctx.more.latest("chunk")
             start = last["seq"] + 1 if last else 0
         for seq in range(start, self.count):
             if ctx.stopping():

@@ -169,7 +169,7 @@ class TamperedMic(Node):
         for index in sorted(self.swap):
             chunks[index], chunks[index + 1] = chunks[index + 1], chunks[index]
         kept = [(i, c) for i, c in enumerate(chunks) if i not in self.drop]
-        last = ctx.latest("audio")  # a resumed run continues after the last emitted
+        last = ctx.more.latest("audio")  # a resumed run continues after the last emitted
         first = last.meta["seq"] + 1 if isinstance(last, MediaRef) else 0
         for seq, (index, data) in list(enumerate(kept))[first:]:
             if index in self.corrupt:
@@ -293,6 +293,7 @@ class FakeContext:
         self.artifacts: dict[str, bytes] = {}
         self.emitted: list[tuple[str, str]] = []
         self.events: list[dict[str, Any]] = []
+        self.more = self  # the engine's ctx.more, here the same object
         self.fail_emits = 0
 
     @property

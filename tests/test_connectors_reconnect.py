@@ -161,6 +161,7 @@ class ResumedContext:
         self._latest = latest
         self.emitted: list[tuple[str, MediaRef]] = []
         self.events: list[tuple[str, dict[str, Any]]] = []
+        self.more = self  # the engine's ctx.more, here the same object
 
     def latest(self, port: str) -> MediaRef | None:
         return self._latest.get(port)

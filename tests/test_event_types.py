@@ -10,7 +10,7 @@ from mediaflow.engine.event_types import EVENT_TYPES, markdown_table
 from mediaflow.server.openapi_parts import component_schemas
 
 ROOT = Path(__file__).resolve().parent.parent
-# Calls whose first argument is an event type: the bus, ctx.publish, the reducer's
+# Calls whose first argument is an event type: the bus, ctx.more.publish, the reducer's
 # command, the sweep's and the sweeper's hooks, a connector's counter report.
 PUBLISHERS = {"publish", "PublishEventCommand", "Event", "_events", "_publish", "_event"}
 PUBLISHERS |= {"CounterReport"}

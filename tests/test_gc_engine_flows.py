@@ -76,11 +76,11 @@ class SavingSource(Node):
             await SavingSource.gate.pause()  # saved, not yet emitted
             if action == "emit":
                 await ctx.emit("image", ref)
-                await ctx.flush()
+                await ctx.more.flush()
             elif action == "keep":
-                ctx.keep(ref)
+                ctx.more.keep(ref)
             elif action == "hold":
-                ctx.hold(ref)
+                ctx.more.hold(ref)
             await SavingSource.gate.pause()  # after the action
         await SavingSource.gate.pause()  # the run is about to end
 
@@ -238,11 +238,11 @@ class Holder(Node):
 
     async def run(self, ctx: Context) -> None:
         ref = ctx.inputs["image"]
-        ctx.hold(ref)
+        ctx.more.hold(ref)
         self.held.append(ref)
         if len(self.held) >= self.window:
             for old in self.held:
-                ctx.unhold(old)
+                ctx.more.unhold(old)
                 Holder.released.append(old.digest)
             self.held = []
 

@@ -149,7 +149,9 @@ def test_path_for_and_keep_fetch_what_the_cache_lacks(service: Service, tmp_path
     assert worker.is_kept(ref.digest)
     assert worker.local_path(ref.digest).read_bytes() == b"a segment"
     other = remote(service.url, tmp_path / "other")
-    assert other.path_for(ref.digest).read_bytes() == b"a segment"  # what ctx.artifact_path uses
+    assert (
+        other.path_for(ref.digest).read_bytes() == b"a segment"
+    )  # what ctx.more.artifact_path uses
 
 
 def test_an_artifact_the_service_lacks_is_not_found(service: Service, tmp_path: Path) -> None:

@@ -87,11 +87,12 @@ def test_a_grammar_with_unknown_words_names_them() -> None:
 
 
 class _SetupContext:
-    """The two things ``SpeechNode.setup`` reads from its context."""
+    """What ``SpeechNode.setup`` reads from its context."""
 
     def __init__(self, flow_dir: Path) -> None:
         self.node = "asr"
         self.flow_dir = flow_dir
+        self.more = self  # the engine's ctx.more, here the same object
 
 
 async def test_a_grammar_path_is_relative_to_the_flow_and_a_missing_one_is_named(

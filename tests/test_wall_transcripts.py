@@ -257,7 +257,7 @@ class Echo(Node):
 
     async def run(self, ctx: Context) -> None:
         await ctx.emit("text", ctx.inputs["word"])
-        ctx.publish("transcript", text=ctx.inputs["word"], final=True)
+        ctx.more.publish("transcript", text=ctx.inputs["word"], final=True)
 
 
 async def test_latest_values_and_node_events_carry_their_emission(tmp_path: Path) -> None:

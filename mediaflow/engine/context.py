@@ -1,13 +1,14 @@
 """The :class:`~mediaflow.node.Context` a node's ``run`` receives, and what it reaches.
 
 :class:`FlowEnv` holds what every context of one run shares (the journal, the
-store, the pins, the bus, the live hub, the spec); the runner makes it once, so a context
-per item costs a few slot assignments.
+store, the pins, the bus, the live hub, the spec); the runner makes it once, so
+a context per item costs a few slot assignments. :class:`RunContext` is the core a
+node uses; :class:`RunMore`, its ``ctx.more``, what a node rarely needs.
 
 A context also tracks, for garbage collection, the references its run saved
 and has not yet made durable (see :mod:`mediaflow.engine.pins`): a save pins
 the digest; emitting it hands the pin to the group commit that carries it;
-``keep`` or ``hold`` releases it; the end of the run releases the rest.
+``more.keep`` or ``more.hold`` releases it; the end of the run releases the rest.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from mediaflow.store.artifacts import Source
 from mediaflow.store.current import RunSaver, enter_run, exit_run
 
 HOLD_S: Final = 86400.0
-"""How long a hold outlives a crash of its holder: ``ctx.hold`` keeps expire
+"""How long a hold outlives a crash of its holder: ``ctx.more.hold`` keeps expire
 after this, in case the node never got to ``unhold``."""
 DAY_S: Final = 86400.0
 
@@ -86,7 +87,7 @@ class FlowEnv:
 class RunContext:
     """Context for one node run (or a source's whole life). Cheap to create."""
 
-    __slots__ = ("_cause", "_env", "_held", "_over", "_token", "_work", "inputs", "node")
+    __slots__ = ("_cause", "_env", "_held", "_more", "_over", "_token", "_work", "inputs", "node")
 
     def __init__(
         self,
@@ -108,6 +109,7 @@ class RunContext:
         self._held: Held | None = None
         self._token: Token[RunSaver | None] | None = None
         self._over = False
+        self._more: RunMore | None = None
 
     @property
     def flow(self) -> str:
@@ -123,26 +125,12 @@ class RunContext:
         return self._env.loggers[self.node]
 
     @property
-    def flow_dir(self) -> Path:
-        """The flow file's directory (the working directory for flows built in Python);
-        relative paths in node options are resolved against it."""
-        path = self._env.spec.path
-        return path.parent if path is not None else Path.cwd()
-
-    @property
-    def live(self) -> LiveHub:
-        return self._env.live
-
-    @property
     def redelivery(self) -> bool:
         return self._work is not None and self._work.deliveries > 1
 
     def emit(self, port: str, value: Any) -> Coroutine[Any, Any, None]:
         # The journal's coroutine itself, not one wrapping it: a frame less per value.
         return self._env.journal.emit(self.node, port, value, item=self._cause, held=self._held)
-
-    async def flush(self) -> None:
-        await self._env.journal.flush()
 
     async def save_artifact(
         self,
@@ -167,43 +155,6 @@ class RunContext:
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
         return await self._env.store.read(ref)
 
-    def keep(self, ref: MediaRef | str) -> None:
-        """Record ``ref`` as a recording kept by this run (a ``run_artifact`` row of
-        kind ``"recording"``): garbage collection leaves it for the flow's
-        ``retention_days`` (forever without), but a disk cap may evict it, oldest
-        first. Blocking SQLite write, small. Raises
-        :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
-        digest = ref.digest if isinstance(ref, MediaRef) else ref
-        env = self._env
-        if env.run_id is not None:
-            days = env.spec.retention_days
-            expires_at = None if days is None else env.store.clock() + days * DAY_S
-            env.store.keep(env.run_id, digest, expires_at=expires_at, kind="recording")
-        if self._held:
-            env.pins.release(self._held, digest)
-
-    def hold(self, ref: MediaRef | str) -> None:
-        """Record that this node keeps using ``ref`` after the item that delivered
-        it is acked (a ``run_artifact`` row of kind ``"hold"``): garbage
-        collection and the disk cap leave it until :meth:`unhold`, or for
-        :data:`HOLD_S` should the node never get there (a crash). Blocking
-        SQLite write, small; call it before the item's run ends. Raises
-        :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
-        digest = ref.digest if isinstance(ref, MediaRef) else ref
-        env = self._env
-        if env.run_id is not None:
-            expires_at = env.store.clock() + HOLD_S
-            env.store.keep(env.run_id, digest, expires_at=expires_at, kind="hold")
-        if self._held:
-            env.pins.release(self._held, digest)
-
-    def unhold(self, ref: MediaRef | str) -> None:
-        """Drop this run's hold (or keep) of ``ref``: the node is done with it.
-        Blocking SQLite write, small; unknown references are ignored."""
-        digest = ref.digest if isinstance(ref, MediaRef) else ref
-        if self._env.run_id is not None:
-            self._env.store.unkeep(self._env.run_id, digest)
-
     def begin(self) -> None:
         """The run starts: the module-level ``save_artifact`` saves through this
         context (in this task and those it starts) until :meth:`end`. Called by
@@ -221,35 +172,105 @@ class RunContext:
         if self._held:
             self._env.pins.release_all(self._held)
 
-    def artifact_path(self, ref: MediaRef | str) -> Path:
-        digest = ref.digest if isinstance(ref, MediaRef) else ref
-        return self._env.store.path_for(digest)
-
-    def publish(self, event_type: str, **data: Any) -> None:
-        # ``item``: the seq of the input item being run, as on this run's emissions.
-        cause = {} if self._cause is None else {"item": self._cause}
-        self._env.bus.publish(event_type, {"flow": self.flow, "node": self.node, **cause, **data})
-
     def stopping(self) -> bool:
         return self._env.is_stopping(self.node)
 
-    def is_wired(self, port: str) -> bool:
-        """Whether this node's input ``port`` is wired in the flow (optional inputs)."""
-        return port in self._env.spec.nodes[self.node].inputs
+    @property
+    def more(self) -> RunMore:
+        """What a node rarely needs (:class:`RunMore`), made on first use."""
+        if self._more is None:
+            self._more = RunMore(self)
+        return self._more
+
+
+class RunMore:
+    """``ctx.more`` of a :class:`RunContext`: what a node rarely needs."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+
+    @property
+    def flow_dir(self) -> Path:
+        """The flow file's directory (the working directory for flows built in Python);
+        relative paths in node options are resolved against it."""
+        path = self._ctx._env.spec.path
+        return path.parent if path is not None else Path.cwd()
+
+    @property
+    def live(self) -> LiveHub:
+        """The session's live hub (see :class:`~mediaflow.node.MoreContext`)."""
+        return self._ctx._env.live
+
+    async def flush(self) -> None:
+        await self._ctx._env.journal.flush()
+
+    def keep(self, ref: MediaRef | str) -> None:
+        """Record ``ref`` as a recording kept by this run (a ``run_artifact`` row of
+        kind ``"recording"``): garbage collection leaves it for the flow's
+        ``retention_days`` (forever without), but a disk cap may evict it, oldest
+        first. Blocking SQLite write, small. Raises
+        :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        env = self._ctx._env
+        if env.run_id is not None:
+            days = env.spec.retention_days
+            expires_at = None if days is None else env.store.clock() + days * DAY_S
+            env.store.keep(env.run_id, digest, expires_at=expires_at, kind="recording")
+        if self._ctx._held:
+            env.pins.release(self._ctx._held, digest)
+
+    def hold(self, ref: MediaRef | str) -> None:
+        """Record that this node keeps using ``ref`` after the item that delivered
+        it is acked (a ``run_artifact`` row of kind ``"hold"``): garbage
+        collection and the disk cap leave it until :meth:`unhold`, or for
+        :data:`HOLD_S` should the node never get there (a crash). Blocking
+        SQLite write, small; call it before the item's run ends. Raises
+        :class:`~mediaflow.store.ArtifactNotFound` for a digest never saved."""
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        env = self._ctx._env
+        if env.run_id is not None:
+            expires_at = env.store.clock() + HOLD_S
+            env.store.keep(env.run_id, digest, expires_at=expires_at, kind="hold")
+        if self._ctx._held:
+            env.pins.release(self._ctx._held, digest)
+
+    def unhold(self, ref: MediaRef | str) -> None:
+        """Drop this run's hold (or keep) of ``ref``: the node is done with it.
+        Blocking SQLite write, small; unknown references are ignored."""
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        if self._ctx._env.run_id is not None:
+            self._ctx._env.store.unkeep(self._ctx._env.run_id, digest)
+
+    def artifact_path(self, ref: MediaRef | str) -> Path:
+        digest = ref.digest if isinstance(ref, MediaRef) else ref
+        return self._ctx._env.store.path_for(digest)
 
     def temp_dir(self) -> Path:
         """A scratch directory for this node on the store's filesystem, so a file
         written there is saved by a link rather than a copy. Created on demand."""
-        path = self._env.store.data_dir / "tmp" / self.node
+        path = self._ctx._env.store.data_dir / "tmp" / self._ctx.node
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def publish(self, event_type: str, **data: Any) -> None:
+        # ``item``: the seq of the input item being run, as on this run's emissions.
+        cause = {} if self._ctx._cause is None else {"item": self._ctx._cause}
+        self._ctx._env.bus.publish(
+            event_type, {"flow": self._ctx.flow, "node": self._ctx.node, **cause, **data}
+        )
+
+    def is_wired(self, port: str) -> bool:
+        """Whether this node's input ``port`` is wired in the flow (optional inputs)."""
+        return port in self._ctx._env.spec.nodes[self._ctx.node].inputs
 
     def has_readers(self, port: str) -> bool:
         """Whether any node in the flow reads this node's ``port`` (a camera encodes
         video segments only when someone reads them)."""
-        return self._env.journal.has_readers(self.node, port)
+        return self._ctx._env.journal.has_readers(self._ctx.node, port)
 
     def latest(self, port: str) -> Any:
         """The newest value this node emitted on ``port`` (this run or a crashed one), or None."""
-        encoded = self._env.journal.latest_values.get((self.node, port))
+        encoded = self._ctx._env.journal.latest_values.get((self._ctx.node, port))
         return None if encoded is None else decode_value(encoded)

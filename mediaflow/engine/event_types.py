@@ -5,7 +5,7 @@ Every event on the bus has a type (a name) and a JSON object of fields; on
 names each type mediaflow itself publishes (the engine, the connectors, the speech
 node, garbage collection, the operator API) with the fields it always carries; some
 add more (named in ``extra``). A node of a user's may publish types of its own
-(``ctx.publish``): those pass through the bus and the stream unchecked.
+(``ctx.more.publish``): those pass through the bus and the stream unchecked.
 
 The registry drives the OpenAPI document (the ``Event`` schema lists the types) and
 the docs (the table in ``docs/http-api.md`` is :func:`markdown_table`'s; a test keeps
@@ -31,7 +31,7 @@ class EventType:
     extra: str = ""
 
 
-_NODE = ("flow", "node")  # ctx.publish adds these (and ``item`` in a run for an item)
+_NODE = ("flow", "node")  # ctx.more.publish adds these (and ``item`` in a run for an item)
 _ITEM = ("flow", "node", "entry_id", "seq")
 
 _TYPES = (

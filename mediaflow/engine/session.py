@@ -110,7 +110,7 @@ class FlowSession:
         self.queue_url = queue_url
         self.settings = settings or EngineSettings.from_env()
         self.bus = bus or EventBus()
-        # The live feeds of this session's cameras: its nodes write them (ctx.live),
+        # The live feeds of this session's cameras: its nodes write them (ctx.more.live),
         # the server beside it reads them. Pass one hub to share it between sessions.
         self.live = live or LiveHub()
         self._queue = queue

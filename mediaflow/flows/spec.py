@@ -125,7 +125,7 @@ class FlowSpec:
     ``edges`` are in file order too (consumer by consumer, input by input).
     ``path`` is the flow file, or ``None`` for a flow built in Python.
     ``retention_days`` (``[flow] retention_days``, positive) is how long a
-    recording the flow keeps (``ctx.keep``) is spared by garbage collection;
+    recording the flow keeps (``ctx.more.keep``) is spared by garbage collection;
     ``None`` keeps recordings until a disk cap evicts them.
     """
 

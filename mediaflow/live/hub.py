@@ -9,7 +9,7 @@ parameter sets: memory is bounded by the window whatever the viewers do, and a v
 that falls behind finds only newer parts, starting at a keyframe. The server in the
 same process (``mediaflow run``) answers ``/live/...`` from the same hub: the session
 makes one (:attr:`~mediaflow.engine.session.FlowSession.live`), hands it to its nodes
-(``ctx.live``) and to the server beside it; a process without the camera has no feed
+(``ctx.more.live``) and to the server beside it; a process without the camera has no feed
 for it.
 
 A feed may carry a microphone's sound (the camera's ``live_audio``): the microphone

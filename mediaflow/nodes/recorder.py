@@ -23,10 +23,10 @@ seconds later arrives (then the missing part is silence). Chunks ending more tha
 
 Storage. Each segment's item is acked as it arrives while the node keeps the
 reference in memory and reads the file only when the clip is muxed, so it *holds*
-every segment it takes (``ctx.hold``: garbage collection and the disk cap leave it)
-and lets go (``ctx.unhold``) once the clip using it is muxed, or dropped (a failed
+every segment it takes (``ctx.more.hold``: garbage collection and the disk cap leave it)
+and lets go (``ctx.more.unhold``) once the clip using it is muxed, or dropped (a failed
 mux, a stop). Audio chunks are decoded as they arrive and kept as PCM, so their
-references need no hold. Each clip is kept as a recording (``ctx.keep``: spared for
+references need no hold. Each clip is kept as a recording (``ctx.more.keep``: spared for
 the flow's ``retention_days``, evicted oldest first under a disk cap).
 
 Crashes and stops. A clip is saved whole and atomically (written to a temp file in
@@ -206,10 +206,10 @@ class RecorderNode(Node):
         self._setup_ctx: Context | None = None  # to let go of held segments at teardown
 
     async def setup(self, ctx: Context) -> None:
-        self._has_audio = ctx.is_wired("audio")
+        self._has_audio = ctx.more.is_wired("audio")
         self._setup_ctx = ctx
-        self._temp = ctx.temp_dir()
-        latest = ctx.latest("video")
+        self._temp = ctx.more.temp_dir()
+        latest = ctx.more.latest("video")
         if isinstance(latest, MediaRef) and isinstance(latest.meta.get("seq"), int):
             self._clip_seq = int(latest.meta["seq"]) + 1
 
@@ -218,7 +218,7 @@ class RecorderNode(Node):
         if isinstance(video, MediaRef):
             segment = segment_of(video)
             if self._is_new(segment):
-                ctx.hold(video)  # before this item is acked: read again at mux time
+                ctx.more.hold(video)  # before this item is acked: read again at mux time
                 self._take_video(segment)
         audio = ctx.inputs.get("audio")
         if isinstance(audio, MediaRef):
@@ -253,7 +253,7 @@ class RecorderNode(Node):
             return
         for clip in waiting:
             for segment in clip.segments:
-                ctx.unhold(segment.ref)
+                ctx.more.unhold(segment.ref)
 
     def _close_open(self) -> None:
         if self._open.segments:
@@ -286,12 +286,12 @@ class RecorderNode(Node):
             await self._mux_and_emit(ctx, clip)
         finally:
             for segment in clip.segments:
-                ctx.unhold(segment.ref)
+                ctx.more.unhold(segment.ref)
 
     async def _mux_and_emit(self, ctx: Context, clip: _Clip) -> None:
         first = clip.segments[0]
         files = [
-            SegmentFile(ctx.artifact_path(s.ref), s.pts - first.pts, s.duration)
+            SegmentFile(ctx.more.artifact_path(s.ref), s.pts - first.pts, s.duration)
             for s in clip.segments
         ]
         audio = None
@@ -325,6 +325,6 @@ class RecorderNode(Node):
             ref = await ctx.save_artifact(out, media_type, meta)
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
-        ctx.keep(ref)  # a small SQLite write, on the loop as the store expects
+        ctx.more.keep(ref)  # a small SQLite write, on the loop as the store expects
         self._clip_seq += 1
         await ctx.emit("video", ref)

@@ -371,7 +371,7 @@ class SpeechNode(Node):
         self._node = ctx.node
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"speech-{ctx.node}")
         try:
-            recognizer = await self._call(self._build, ctx.flow_dir)
+            recognizer = await self._call(self._build, ctx.more.flow_dir)
         except RecognizerError as exc:
             # The same class (ModelNotFound is also a configuration error: exit 2).
             raise type(exc)(f"speech node {ctx.node!r}: {exc}") from exc
@@ -458,7 +458,7 @@ class SpeechNode(Node):
             await ctx.emit(port, item.text)
             # ``port`` lets a reader (the wall) put the event where the value went.
             confidence = {} if item.confidence is None else {"confidence": item.confidence}
-            ctx.publish(
+            ctx.more.publish(
                 "transcript",
                 port=port,
                 text=item.text,

@@ -35,7 +35,7 @@ class TimerNode(Node):
         self.count = count
 
     async def run(self, ctx: Context) -> None:
-        last = ctx.latest("tick") if ctx.redelivery else None
+        last = ctx.more.latest("tick") if ctx.redelivery else None
         n = int(last["n"]) if isinstance(last, dict) and "n" in last else 0
         loop = asyncio.get_running_loop()
         due = loop.time() + self.every_s

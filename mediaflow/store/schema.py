@@ -4,8 +4,8 @@
   GC orders by); ``saved_at`` is the latest save of the same bytes, refreshed
   every time, so an old digest saved again (a still scene, silence) gets a new
   grace period before GC may take it.
-- ``run_artifact``: keeps. ``kind`` is ``recording`` (``ctx.keep``: evictable
-  under the disk cap, oldest first) or ``hold`` (``ctx.hold``: a node still
+- ``run_artifact``: keeps. ``kind`` is ``recording`` (``ctx.more.keep``: evictable
+  under the disk cap, oldest first) or ``hold`` (``ctx.more.hold``: a node still
   uses the reference; never evicted). ``expires_at`` NULL keeps forever.
 - ``store_totals``: bytes and count of ``artifacts``, kept by triggers, so the
   disk-cap watcher reads two numbers instead of summing a million rows.
