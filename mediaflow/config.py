@@ -119,6 +119,7 @@ class EngineSettings:
     backlog_interval_s: float = 1.0  # MEDIAFLOW_BACKLOG_INTERVAL_S
     degraded_samples: int = 5  # consecutive growing backlog samples before engine_degraded
     degraded_min_items: int = 1000  # MEDIAFLOW_DEGRADED_MIN_ITEMS
+    trace_path: Path | None = None  # MEDIAFLOW_TRACE: a file each run appends its ticks to
 
     @property
     def turn_items(self) -> int:
@@ -145,4 +146,11 @@ class EngineSettings:
             degraded_min_items=env_int(
                 "MEDIAFLOW_DEGRADED_MIN_ITEMS", d.degraded_min_items, minimum=0
             ),
+            trace_path=_env_path("MEDIAFLOW_TRACE"),
         )
+
+
+def _env_path(name: str) -> Path | None:
+    """The path in ``name`` (``~`` expanded), or None when it is unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    return Path(raw).expanduser() if raw else None

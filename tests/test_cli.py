@@ -76,9 +76,9 @@ def test_run_until_idle_with_jsonl(tmp_path: Path) -> None:
 def test_jsonl_into_a_reader_that_stops_ends_the_run_quietly(tmp_path: Path) -> None:
     # `mediaflow run flow.toml --jsonl | head -3`: the closed pipe must not fail
     # (retry, dead-letter) a node's item; the run stops writing and ends promptly.
+    command = ["run", "samples/levels.toml", "--jsonl", "--data", str(tmp_path)]
     run = subprocess.Popen(
-        [sys.executable, "-m", "mediaflow", "run", "samples/levels.toml", "--jsonl"]
-        + ["--data", str(tmp_path)],
+        [sys.executable, "-m", "mediaflow", *command],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,9 +9,8 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from mediaflow import FlowBuilder, FlowSession
 from mediaflow.config import EngineSettings
@@ -58,16 +57,15 @@ async def _run(flow: FlowBuilder, data: Path, settings: EngineSettings = FAST) -
 
 
 async def test_a_slow_consumer_paused_and_stepped_replays_exactly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     trace = tmp_path / "trace.jsonl"
-    monkeypatch.setenv("MEDIAFLOW_TRACE", str(trace))
     flow = (
         FlowBuilder("slow")
         .add("src", Counter, count=400, period_s=0.002)
         .add("sink", Recorder, delay_s=0.001, inputs={"chunk": "src.chunk"})
     )
-    settings = EngineSettings(node_buffer=8, backlog_interval_s=0.1)
+    settings = EngineSettings(node_buffer=8, backlog_interval_s=0.1, trace_path=trace)
     session = FlowSession(flow.build(), tmp_path / "data", settings=settings)
     await session.start()
     try:
@@ -99,16 +97,15 @@ async def test_a_slow_consumer_paused_and_stepped_replays_exactly(
 
 
 async def test_retries_and_dead_letters_replay_exactly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     trace = tmp_path / "trace.jsonl"
-    monkeypatch.setenv("MEDIAFLOW_TRACE", str(trace))
     flow = (
         FlowBuilder("flaky")
         .add("src", Counter, count=6)
         .add("f", Flaky, bad=[2, 4], failures=10, inputs={"chunk": "src.chunk"})
     )
-    await _run(flow, tmp_path / "data")
+    await _run(flow, tmp_path / "data", replace(FAST, trace_path=trace))
     (segment,) = read_segments(trace)
     result = replay(segment)
     assert result.exact, result.mismatch

@@ -193,7 +193,7 @@ class FlowSession:
             live=self.live,
             state_store=state_store,
             resumed=self.resumed,
-            trace=TraceWriter.from_env(),
+            trace=TraceWriter(trace) if (trace := self.settings.trace_path) else None,
             with_sources=not self.worker,
         )
         self.runner = runner

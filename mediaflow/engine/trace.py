@@ -1,11 +1,12 @@
 """Recording a run's decisions: every tick, its time and the commands it gave.
 
-``MEDIAFLOW_TRACE=FILE`` (off by default) makes each runner append to FILE, as
-JSON lines, one *segment* per runner: a header line with the reducer's initial
-state, then one line per tick. :mod:`.replay` feeds a segment's ticks through
-:func:`~.reduce.reduce` again, without I/O, and checks it gives the same
-commands, so a run (a crashed one too: each process that resumed it writes its
-own segment) can be rebuilt and read decision by decision (``mediaflow trace``).
+``MEDIAFLOW_TRACE=FILE`` (off by default; ``EngineSettings.trace_path``) makes
+each runner append to FILE, as JSON lines, one *segment* per runner: a header
+line with the reducer's initial state, then one line per tick. :mod:`.replay`
+feeds a segment's ticks through :func:`~.reduce.reduce` again, without I/O, and
+checks it gives the same commands, so a run (a crashed one too: each process
+that resumed it writes its own segment) can be rebuilt and read decision by
+decision (``mediaflow trace``).
 
 Lines are written as they happen (line-buffered), so a process killed
 mid-run leaves every tick it reduced but the one being written; a partial last
@@ -64,7 +65,6 @@ from mediaflow.engine.ticks import (
 )
 from mediaflow.queue.contract import StreamKey, WorkItem
 
-TRACE_ENV: Final = "MEDIAFLOW_TRACE"
 FORMAT: Final = "mediaflow-trace"
 VERSION: Final = 1
 
@@ -346,12 +346,6 @@ class TraceWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: IO[str] | None = None
-
-    @classmethod
-    def from_env(cls) -> TraceWriter | None:
-        """A writer for ``MEDIAFLOW_TRACE``, or None when it is unset or empty."""
-        raw = os.environ.get(TRACE_ENV, "").strip()
-        return cls(Path(raw).expanduser()) if raw else None
 
     def start(self, state: EngineState, run_id: str) -> None:
         """Open the file (appending) and write the segment's header. Raises OSError."""
