@@ -150,7 +150,24 @@ def flow_key_problems(markdown: str) -> list[str]:
     for language, body in code.blocks:
         if language == "toml":
             problems.extend(_toml_block_problems(tomllib.loads(body)))
+    for key in _option_table_keys(markdown):
+        problem = _node_key_problem(key, None, None)
+        if problem:
+            problems.append(problem)
     return problems
+
+
+def _option_table_keys(markdown: str) -> Iterator[str]:
+    """The first-column names of tables headed ``| option |``."""
+    in_table = False
+    for line in markdown.splitlines():
+        if re.match(r"\|\s*option\s*\|", line):
+            in_table = True
+        elif not line.startswith("|"):
+            in_table = False
+        elif in_table:
+            first = line.split("|")[1]
+            yield from re.findall(r"`([a-z_][a-z0-9_]*)`", first)
 
 
 def _toml_block_problems(data: Mapping[str, Any]) -> Iterator[str]:

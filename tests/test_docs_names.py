@@ -1,7 +1,8 @@
 """Every flow key, command, flag and HTTP route the docs name exists.
 
 The pages are the README and docs/*.md; the checker is :mod:`tests.docs_names`.
-Benchmark commands (`python -m bench.x`) are checked too. Each check is also fed a deliberately wrong name, to show it fails on one.
+Benchmark commands (``python -m bench.x``) are checked too. Each check is also
+fed a deliberately wrong name, to show it fails on one.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def test_a_benchmark_that_is_not_there_fails() -> None:
 def test_the_checks_see_the_docs_names() -> None:
     """The checks find names at all: the pages name these, and more."""
     text = "\n".join(page.read_text() for page in PAGES)
-    assert "`max_rate = 2`" in text and "`mediaflow gc" in text
+    assert "`max_rate = 2`" in text and "`mediaflow gc" in text and "| option |" in text
     assert "`GET /api/events`" in text and "```toml" in text
 
 
@@ -103,6 +104,8 @@ def test_a_flow_key_that_is_not_there_fails() -> None:
     block = '```toml\n[flow]\nname = "x"\nkeep_days = 3\n[[node]]\nid = "a"\n'
     block += 'connector = "camera"\nfps = 1\nframerate = 5\n```\n'
     assert len(flow_key_problems(block)) == 2
+    table = "| option | default |\n| --- | --- |\n| `clip_s` | 10 |\n| `clip_len` | 4 |\n"
+    assert len(flow_key_problems(table)) == 1
 
 
 def test_a_command_or_flag_that_is_not_there_fails() -> None:
