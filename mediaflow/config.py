@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, cast
 from urllib.parse import urlsplit
 
 
@@ -104,6 +105,22 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     if value < minimum:
         raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
     return value
+
+
+SqliteSync = Literal["NORMAL", "FULL"]
+
+
+def sqlite_sync() -> SqliteSync:
+    """``MEDIAFLOW_SQLITE_SYNC``: the SQLite queue's ``synchronous``, NORMAL (default)
+    or FULL (every commit survives power loss, at a cost). Raises
+    :class:`~mediaflow.queue.QueueError` naming the variable for anything else."""
+    raw = os.environ.get("MEDIAFLOW_SQLITE_SYNC", "").strip().upper() or "NORMAL"
+    if raw not in ("NORMAL", "FULL"):
+        # Imported here, not above: the queue package imports this module.
+        from mediaflow.queue.items import QueueError
+
+        raise QueueError(f"MEDIAFLOW_SQLITE_SYNC={raw!r} must be NORMAL or FULL")
+    return cast(SqliteSync, raw)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from mediaflow.config import sqlite_sync
 from mediaflow.queue import (
     EmissionRun,
     NewItem,
@@ -42,12 +43,12 @@ async def test_file_is_in_wal_mode_with_normal_sync(queue: SqliteQueue) -> None:
 
 async def test_sync_full_on_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEDIAFLOW_SQLITE_SYNC", "full")
-    q = SqliteQueue(tmp_path / "queue.sqlite3")
+    q = SqliteQueue(tmp_path / "queue.sqlite3", synchronous=sqlite_sync())
     assert q._db.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     await q.close()
     monkeypatch.setenv("MEDIAFLOW_SQLITE_SYNC", "sometimes")
     with pytest.raises(QueueError, match="MEDIAFLOW_SQLITE_SYNC"):
-        SqliteQueue(tmp_path / "queue.sqlite3")
+        SqliteQueue(tmp_path / "queue.sqlite3", synchronous=sqlite_sync())
 
 
 async def test_background_checkpoints_keep_the_wal_small(queue: SqliteQueue) -> None:

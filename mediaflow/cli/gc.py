@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
-from mediaflow.config import ConfigError, EngineSettings, default_data_dir
+from mediaflow.config import ConfigError, EngineSettings, default_data_dir, sqlite_sync
 from mediaflow.gc import (
     GcSettings,
     SweepBusy,
@@ -112,7 +112,7 @@ async def _gc(args: argparse.Namespace) -> int:
     store: ArtifactStore | None = None
     forgot: dict[str, int] | None = None
     try:
-        queue = open_queue(queue_url, data_dir)
+        queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync())
         store = ArtifactStore(data_dir)
         if args.forget_flow is not None:
             forgot = await forget_flow(data_dir, queue, args.forget_flow, lease_s=lease_s)

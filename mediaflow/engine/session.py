@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from mediaflow.config import EngineSettings
+from mediaflow.config import EngineSettings, sqlite_sync
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import EmissionObserver
 from mediaflow.engine.reload import ReloadPlan, plan_reload, retire_streams
@@ -141,7 +141,7 @@ class FlowSession:
         """
         self._started_at = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        queue = self._queue or open_queue(self.queue_url, self.data_dir)
+        queue = self._queue or open_queue(self.queue_url, self.data_dir, sqlite_sync=sqlite_sync())
         # MEDIAFLOW_STORE: the data directory, or a cache of an artifact service.
         store = open_store(self.data_dir)
         state_store = await asyncio.to_thread(StateStore, self.data_dir)

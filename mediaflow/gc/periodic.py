@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mediaflow.config import sqlite_sync
 from mediaflow.engine.events import EventBus
 from mediaflow.gc.settings import GcSettings
 from mediaflow.gc.sweeper import Sweeper
@@ -39,7 +40,7 @@ def start_periodic(
     """
     if settings.interval_s == 0 and settings.max_bytes is None:
         return None
-    queue = open_queue(queue_url, data_dir)
+    queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync())
     sweeper = Sweeper(data_dir, queue, bus, settings)
     sweeper.start()
     return PeriodicSweep(sweeper, queue)

@@ -37,6 +37,7 @@ from mediaflow.queue.contract import (
     WorkQueue,
 )
 from mediaflow.queue.sqlite import DB_FILENAME, SqliteQueue
+from mediaflow.queue.sqlite_db import SyncMode
 
 __all__ = [
     "DeadLetter",
@@ -140,10 +141,13 @@ def _split_prefix(url: str) -> tuple[str, str]:
     return (f"{base}?{rest}" if rest else base), prefixes[-1]
 
 
-def open_queue(url_or_none: str | None, data_dir: Path) -> WorkQueue:
+def open_queue(
+    url_or_none: str | None, data_dir: Path, *, sqlite_sync: SyncMode = "NORMAL"
+) -> WorkQueue:
     """Open the queue a setting names (see :func:`queue_target`).
 
-    Synchronous; a Redis queue connects on first use. Raises
+    ``sqlite_sync`` is the SQLite queue's ``synchronous`` (NORMAL or FULL);
+    a Redis queue ignores it. Synchronous; a Redis queue connects on first use. Raises
     :class:`UnsupportedQueue` for a setting it does not understand and
     :class:`QueueUnavailable` if an SQLite queue cannot be opened.
     """
@@ -153,4 +157,4 @@ def open_queue(url_or_none: str | None, data_dir: Path) -> WorkQueue:
 
         return RedisQueue(target.url, prefix=target.prefix)
     assert target.path is not None
-    return SqliteQueue(target.path)
+    return SqliteQueue(target.path, synchronous=sqlite_sync)

@@ -74,12 +74,12 @@ class SqliteQueue:
         *,
         busy_timeout_s: float = 30.0,
         poll_interval_s: float = 0.005,
-        synchronous: SyncMode | None = None,
+        synchronous: SyncMode = "NORMAL",
     ) -> None:
         """``path`` is the database file; ``busy_timeout_s`` bounds the wait for
         another process's lock; ``poll_interval_s`` is how often a blocking claim
-        looks for commits of other handles; ``synchronous`` defaults to
-        ``MEDIAFLOW_SQLITE_SYNC`` (NORMAL)."""
+        looks for commits of other handles; ``synchronous`` is NORMAL or FULL
+        (the ``MEDIAFLOW_SQLITE_SYNC`` setting, see :func:`mediaflow.config.sqlite_sync`)."""
         self.path = Path(path)
         self._busy_timeout_s = busy_timeout_s
         self._db = SqliteDb(self.path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)

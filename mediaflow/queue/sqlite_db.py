@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import QueueError, QueueUnavailable
@@ -41,14 +40,6 @@ CHECKPOINT_EVERY: Final = 500
 # inline once the WAL holds this many pages (~40 MiB).
 AUTOCHECKPOINT_PAGES: Final = 20_000
 PAGE_SIZE: Final = 2048
-
-
-def sync_mode_from_env() -> SyncMode:
-    """``MEDIAFLOW_SQLITE_SYNC``: NORMAL (default) or FULL."""
-    raw = os.environ.get("MEDIAFLOW_SQLITE_SYNC", "").strip().upper() or "NORMAL"
-    if raw not in ("NORMAL", "FULL"):
-        raise QueueError(f"MEDIAFLOW_SQLITE_SYNC={raw!r} must be NORMAL or FULL")
-    return cast(SyncMode, raw)
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -109,14 +100,14 @@ class SqliteDb:
         path: Path,
         *,
         busy_timeout_s: float = 30.0,
-        synchronous: SyncMode | None = None,
+        synchronous: SyncMode = "NORMAL",
     ) -> None:
         self.path = path
         self.busy_fallbacks = 0  # operations that had to wait for another process
         self.commits = 0  # write transactions since the last background checkpoint
         self.snapshot_reads = 0  # live_digests reads open on this handle (see _restart_wal)
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
-        self._sync = synchronous or sync_mode_from_env()
+        self._sync = synchronous
         self._lock = asyncio.Lock()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mediaflow-sqlite-queue")
         self._checkpointer: sqlite3.Connection | None = None  # used by the worker thread only

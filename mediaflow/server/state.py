@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aiohttp import web
 
+from mediaflow.config import sqlite_sync
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.state_store import StateStore
 from mediaflow.live.hub import LiveHub
@@ -102,7 +103,7 @@ class AppState:
         """
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        queue = open_queue(queue_url, data_dir)
+        queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync())
         return cls(
             data_dir,
             settings=settings,
