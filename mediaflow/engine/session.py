@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +30,8 @@ from typing import Any, Literal
 from mediaflow.config import EngineSettings, sqlite_sync
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import EmissionObserver
+from mediaflow.engine.ownership import FlowAlreadyRunning as FlowAlreadyRunning
+from mediaflow.engine.ownership import new_consumer_name, take_run
 from mediaflow.engine.reload import ReloadPlan, plan_reload, retire_streams
 from mediaflow.engine.runner import FlowRunner
 from mediaflow.engine.snapshot import FlowSnapshot
@@ -53,10 +52,6 @@ IDLE_POLL_S = 0.005
 STEP_WAIT_S = 2.0
 
 
-class FlowAlreadyRunning(RuntimeError):
-    """The flow's current run belongs to a live process."""
-
-
 class FlowStateError(RuntimeError):
     """The flow is not in a state that allows this (a step while running, say)."""
 
@@ -68,25 +63,6 @@ class RunOutcome:
     reason: StopReason
     items: int
     duration_s: float
-
-
-def new_consumer_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def owner_alive(owner: str, heartbeat_at: float, lease_s: float) -> bool:
-    """Whether the process named ``owner`` (``host:pid:token``) may still be running."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host == socket.gethostname() and pid_text.isdigit():
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return time.time() - heartbeat_at < 2 * lease_s
 
 
 class FlowSession:
@@ -152,28 +128,17 @@ class FlowSession:
             self.run_id = f"worker:{consumer}"
             await self._start_runner(queue, store, None, consumer)
             return
-        last = await asyncio.to_thread(state_store.last_run, self.spec.name)
-        crashed = last if last is not None and not last.ended else None
-        if crashed is not None:
-            if owner_alive(crashed.owner, crashed.heartbeat_at, self.settings.lease_ms / 1000):
-                await self._close_backends()
-                raise FlowAlreadyRunning(
-                    f"flow {self.spec.name!r} is already running (owner {crashed.owner}); "
-                    "stop it first, or add executors with `mediaflow worker`"
-                )
-            self.run_id = crashed.run_id
-            self.resumed = True
-            await asyncio.to_thread(state_store.adopt_run, crashed.run_id, consumer)
-            released = await queue.release_consumer(crashed.owner)
-            log.warning(
-                "resuming run %s of flow %r after an unclean stop: %d items handed back",
-                crashed.run_id,
+        try:
+            self.run_id, self.resumed = await take_run(
                 self.spec.name,
-                released,
+                consumer,
+                state_store=state_store,
+                queue=queue,
+                lease_s=self.settings.lease_ms / 1000,
             )
-        else:
-            self.run_id = uuid.uuid4().hex
-            await asyncio.to_thread(state_store.start_run, self.run_id, self.spec.name, consumer)
+        except FlowAlreadyRunning:
+            await self._close_backends()
+            raise
         await self._start_runner(queue, store, state_store, consumer)
 
     async def _start_runner(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from mediaflow.engine.session import owner_alive
+from mediaflow.engine.ownership import owner_alive
 from mediaflow.engine.state_store import StateStore
 from mediaflow.queue import QueueError, QueueUnavailable, WorkQueue
 

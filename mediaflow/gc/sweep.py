@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mediaflow.config import EngineSettings
-from mediaflow.engine.session import owner_alive
+from mediaflow.engine.ownership import owner_alive
 from mediaflow.engine.state_store import StateStore
 from mediaflow.eventloop import run_blocking
 from mediaflow.gc.gcdb import BATCH, BATCH_GAP_S, Candidate, GcDb
