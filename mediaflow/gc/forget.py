@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mediaflow.engine.ownership import owner_alive
 from mediaflow.engine.state_store import StateStore
-from mediaflow.queue import QueueError, QueueUnavailable, WorkQueue
+from mediaflow.queue import QueueError, QueueUnavailable, Retention
 
 
 class FlowNotForgettable(Exception):
@@ -21,7 +21,7 @@ class FlowNotForgettable(Exception):
 
 
 async def forget_flow(
-    data_dir: Path, queue: WorkQueue, flow: str, *, lease_s: float
+    data_dir: Path, queue: Retention, flow: str, *, lease_s: float
 ) -> dict[str, int]:
     """Drop ``flow``'s latest values, dead letters and ended run records.
 
