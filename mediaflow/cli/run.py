@@ -22,18 +22,21 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mediaflow import eventloop
 from mediaflow.cli import serve as cli_serve
-from mediaflow.cli.reload import serve_reloads
 from mediaflow.config import ConfigError, EngineSettings, StoreSettings, default_data_dir
 from mediaflow.engine.events import EventBus
-from mediaflow.engine.session import FlowAlreadyRunning, FlowSession, RunOutcome, StopReason
+from mediaflow.engine.session import FlowAlreadyRunning, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
-from mediaflow.gc import GcSettings, start_periodic
+from mediaflow.gc import GcSettings
 from mediaflow.media import present_value
+from mediaflow.process import FlowProcess, PartFailed
 from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
+
+if TYPE_CHECKING:
+    from mediaflow.server import ServerSettings
 
 # The CLI's logger, whichever command runs the flow: the lines read the same.
 log = logging.getLogger("mediaflow.cli")
@@ -106,46 +109,36 @@ async def run_flow(options: RunOptions) -> int:
     except (FlowError, ConfigError, UnsupportedQueue) as exc:
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
-    bus = EventBus()
-    session = FlowSession(
+    try:
+        server_settings = _server_settings(options)
+    except ConfigError as exc:
+        print(f"mediaflow: cannot serve on {options.host}:{options.port}: {exc}", file=sys.stderr)
+        return 1
+    process = FlowProcess(
         spec,
         data_dir,
         queue_url=queue_url,
         settings=settings,
-        bus=bus,
+        gc_settings=gc_settings,
+        server_settings=server_settings,
+        host=options.host,
+        port=options.port,
+        flow_file=options.flow,
+        watch=options.watch,
         worker=options.worker,
     )
+    session = process.session
     lines = JsonlLines(sys.stdout) if options.jsonl else None
     if lines is not None:
         session.observe_emissions(lines.write)
-    logger = asyncio.create_task(log_events(bus))
-    refused = await _start(session)
+    logger = asyncio.create_task(log_events(process.bus))
+    refused = await _start(process, options)
     if refused is not None:
         code, why = refused
         print(f"mediaflow: {why}", file=sys.stderr)
         return code
-    try:
-        # Garbage collection is the run's job, on the machine of its store.
-        sweeping = None if options.worker else start_periodic(data_dir, queue_url, bus, gc_settings)
-    except QueueError as exc:
-        await session.stop("error")
-        print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)
-        return 1
-    served = None
-    if options.port is not None:
-        try:
-            served = await cli_serve.serve_session(
-                session, options.host, options.port, gc_settings=gc_settings
-            )
-        except (ConfigError, OSError) as exc:
-            if sweeping is not None:
-                await sweeping.stop()
-            await session.stop("error")
-            print(
-                f"mediaflow: cannot serve on {options.host}:{options.port}: {exc}",
-                file=sys.stderr,
-            )
-            return 1
+    if process.url is not None:
+        cli_serve.announce(options.host, process.url, server_settings)
     log.info(
         "%s flow %r (%d nodes, %s) with data in %s",
         "working on" if options.worker else "running",
@@ -154,16 +147,9 @@ async def run_flow(options: RunOptions) -> int:
         session.run_id if options.worker else f"run {session.run_id}",
         data_dir,
     )
-    reloads = asyncio.create_task(serve_reloads(session, options.flow, watch=options.watch))
-    reason = await _wait_for_end(session, options, lines)
-    reloads.cancel()
-    await asyncio.gather(reloads, return_exceptions=True)
-    if served is not None:
-        await served.close()
-    if sweeping is not None:
-        await sweeping.stop()
+    reason = await _wait_for_end(process, options, lines)
     try:
-        outcome = await session.stop(reason)
+        outcome = await process.stop(reason)
     except QueueError as exc:
         # The last commit did not land (a full disk, the queue away): the run is
         # left unended, so the next start resumes it and loses nothing.
@@ -181,11 +167,25 @@ async def run_flow(options: RunOptions) -> int:
     return 0
 
 
-async def _start(session: FlowSession) -> tuple[int, str] | None:
-    """Start ``session``; None once started, else the exit code and why it could
+def _server_settings(options: RunOptions) -> ServerSettings | None:
+    """The server's settings when the run serves (a port), read from the environment."""
+    if options.port is None:
+        return None
+    from mediaflow.server import ServerSettings
+
+    return ServerSettings.from_env()
+
+
+async def _start(process: FlowProcess, options: RunOptions) -> tuple[int, str] | None:
+    """Start ``process``; None once started, else the exit code and why it could
     not start (one line): 2 for a setting a node refused, 1 for anything else."""
+    session = process.session
     try:
-        await session.start()
+        await process.start()
+    except PartFailed as exc:
+        if exc.part == "sweep":
+            return 1, f"cannot start the periodic sweep: {exc.cause}"
+        return 1, f"cannot serve on {options.host}:{options.port}: {exc.cause}"
     except FlowAlreadyRunning as exc:
         return 1, str(exc)
     except (QueueError, OSError) as exc:
@@ -242,7 +242,7 @@ class JsonlLines:
 
 
 async def _wait_for_end(
-    session: FlowSession, options: RunOptions, lines: JsonlLines | None
+    process: FlowProcess, options: RunOptions, lines: JsonlLines | None
 ) -> StopReason:
     """Why the run ends: the session's own reason (``idle``, ``time``), ``signal``,
     or (as for a signal) the ``--jsonl`` reader having gone."""
@@ -250,7 +250,7 @@ async def _wait_for_end(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop_requested.set)
-    waiter = asyncio.create_task(session.wait(for_s=options.for_s, until_idle=options.until_idle))
+    waiter = asyncio.create_task(process.wait(for_s=options.for_s, until_idle=options.until_idle))
     waits = {waiter, asyncio.create_task(stop_requested.wait())}
     if lines is not None:
         waits.add(asyncio.create_task(lines.closed.wait()))

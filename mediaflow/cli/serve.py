@@ -2,7 +2,8 @@
 
 Wire into the main parser with :func:`add_parser` (the ``serve`` command,
 dispatched to :func:`run`) and :func:`add_server_options` (``run``'s flags);
-``run`` serves next to its session with :func:`serve_session`. Environment
+``run`` serves next to its session through
+:class:`~mediaflow.process.FlowProcess` and says where with :func:`announce`. Environment
 variables mirror the flags: ``MEDIAFLOW_HOST``, ``MEDIAFLOW_PORT``,
 ``MEDIAFLOW_QUEUE``, plus the server's own (``MEDIAFLOW_TOKEN``,
 ``MEDIAFLOW_LOCK_READS``, ``MEDIAFLOW_CORS_ORIGINS``, ``MEDIAFLOW_MAX_UPLOAD``,
@@ -22,7 +23,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mediaflow import eventloop
@@ -30,11 +30,7 @@ from mediaflow.cli.args import add_data_option
 from mediaflow.config import ConfigError, default_data_dir
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
-    from mediaflow.engine.session import FlowSession
-    from mediaflow.gc import GcSettings
-    from mediaflow.server import AppState, ServerSettings
+    from mediaflow.server import ServerSettings
 
 log = logging.getLogger("mediaflow.cli")
 
@@ -171,50 +167,17 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def announce(host: str, url: str, settings: ServerSettings | None) -> None:
+    """Say where a server beside a flow listens, and warn if it is exposed unprotected."""
+    from mediaflow.server import ServerSettings
+
+    settings = settings or ServerSettings()
+    _warn_if_exposed(host, settings)
+    _announce(url, settings)
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-@dataclass
-class ServedSession:
-    """A server running next to a flow session; :meth:`close` before ``session.stop()``."""
-
-    state: AppState
-    runner: web.AppRunner
-    url: str
-
-    async def close(self) -> None:
-        await self.runner.cleanup()
-        await self.state.close()
-
-
-async def serve_session(
-    session: FlowSession,
-    host: str,
-    port: int,
-    *,
-    settings: ServerSettings | None = None,
-    gc_settings: GcSettings | None = None,
-) -> ServedSession:
-    """Serve the wall and API for a *started* session (``mediaflow run --port N``).
-
-    ``gc_settings`` tells ``/metrics`` the disk cap (the sweep itself runs next to
-    the session, not here). Raises :class:`~mediaflow.config.ConfigError` for bad
-    server settings and ``OSError`` if the address is taken.
-    """
-    from mediaflow.server import AppState, ServerSettings, bound_port, start_server
-
-    settings = settings or ServerSettings.from_env()
-    state = AppState.for_session(session, settings=settings, gc_settings=gc_settings)
-    try:
-        runner = await start_server(state, host, port)
-    except BaseException:
-        await state.close()
-        raise
-    _warn_if_exposed(host, settings)
-    url = f"http://{_url_host(host)}:{bound_port(runner)}"
-    _announce(url, settings)
-    return ServedSession(state, runner, url)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
