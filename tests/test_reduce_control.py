@@ -26,10 +26,8 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
+    ControlTick,
     ItemsArrivedTick,
-    PauseTick,
-    ResumeTick,
-    StepTick,
     StopTick,
 )
 from mediaflow.queue.contract import StreamKey
@@ -119,12 +117,12 @@ def test_local_claim_needs_caught_up_room_and_no_pause() -> None:
     assert journal_claims(busy, {ASR: 10}) == {ASR: 1}
     full, _ = run(busy, ItemsArrivedTick((item(ASR, 4),)))
     assert journal_claims(full, {ASR: 10}) == {}
-    paused, _ = run(state, PauseTick("f"))
+    paused, _ = run(state, ControlTick("f", "pause"))
     assert journal_claims(paused, {ASR: 10}) == {}
     # A paused flow's empty claims prove nothing: it stays behind until resumed.
     paused, _ = run(paused, ClaimDueTick())
     paused, _ = run(paused, ClaimedTick(()))
-    resumed, _ = run(paused, ResumeTick("f"))
+    resumed, _ = run(paused, ControlTick("f", "resume"))
     assert journal_claims(resumed, {ASR: 10}) == {}
 
 
@@ -165,48 +163,48 @@ def test_a_failed_commit_gives_its_reservation_back() -> None:
 
 
 def test_pause_holds_items_and_step_starts_exactly_one_oldest_first() -> None:
-    state, _ = run(fresh(), PauseTick("f"))
+    state, _ = run(fresh(), ControlTick("f", "pause"))
     state, commands = run(state, ItemsArrivedTick((item(REC, 2), item(ASR, 3), item(ASR, 4))))
     assert starts(commands) == []
-    state, commands = run(state, StepTick("f"))
+    state, commands = run(state, ControlTick("f", "step"))
     assert starts(commands) == [("rec", (2,), 1)]
     assert WakeClaimerCommand() in commands  # the queue lets one more through
-    state, commands = run(state, StepTick("f"))
+    state, commands = run(state, ControlTick("f", "step"))
     assert starts(commands) == [("asr", (3,), 1)]
     state, commands = run(state, finished(ASR, "asr-3-1", done=1))
     assert starts(commands) == []  # no step left
-    state, commands = run(state, ResumeTick("f"))
+    state, commands = run(state, ControlTick("f", "resume"))
     assert starts(commands) == [("asr", (4,), 1)]
     assert events(commands) == ["flow_resumed"]
 
 
 def test_pause_recalls_a_running_batch_and_keeps_its_rest_in_line() -> None:
     state, _ = run(fresh(), ItemsArrivedTick(tuple(item(ASR, s) for s in (1, 2, 3))))
-    state, commands = run(state, PauseTick("f"))
+    state, commands = run(state, ControlTick("f", "pause"))
     assert RecallCommand(ASR) in commands and events(commands) == ["flow_paused"]
     state, commands = run(state, finished(ASR, "asr-1-1", done=1))  # it stopped after seq 1
     assert acks(commands) == [("asr-1-1",)] and starts(commands) == []
-    state, commands = run(state, StepTick("f"))
+    state, commands = run(state, ControlTick("f", "step"))
     assert starts(commands) == [("asr", (2,), 1)]
     state, _ = run(state, finished(ASR, "asr-2-1", done=1))
-    _, commands = run(state, ResumeTick("f"))
+    _, commands = run(state, ControlTick("f", "resume"))
     assert starts(commands) == [("asr", (3,), 1)]
 
 
 def test_pause_recalls_nothing_it_need_not() -> None:
     state, _ = run(fresh(), ItemsArrivedTick((item(CAM, 1, kind="source"), item(ASR, 1))))
-    _, commands = run(state, PauseTick("f"))
+    _, commands = run(state, ControlTick("f", "pause"))
     assert not [c for c in commands if isinstance(c, RecallCommand)]  # a source; one item
 
 
 def test_sources_run_while_paused() -> None:
-    state, _ = run(fresh(), PauseTick("f"))
+    state, _ = run(fresh(), ControlTick("f", "pause"))
     _, commands = run(state, ItemsArrivedTick((item(CAM, 1, kind="source"),)))
     assert starts(commands) == [("cam", (1,), 1)]
 
 
 def test_step_without_pause_does_nothing() -> None:
-    assert run(fresh(), StepTick("f"))[1] == []
+    assert run(fresh(), ControlTick("f", "step"))[1] == []
 
 
 def test_stop_releases_waiting_items_and_starts_nothing_more() -> None:

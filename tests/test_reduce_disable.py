@@ -10,11 +10,8 @@ from mediaflow.engine.commands import (
 )
 from mediaflow.engine.ticks import (
     ClaimedTick,
-    DisableTick,
-    EnableTick,
+    ControlTick,
     ItemsArrivedTick,
-    PauseTick,
-    StepTick,
 )
 from tests.reduce_helpers import ASR, CAM, REC, events, finished, fresh, item, run, starts
 
@@ -23,7 +20,7 @@ SOURCE = item(CAM, 1, kind="source")
 
 def test_a_disabled_flows_source_is_told_to_end_and_hands_its_item_back() -> None:
     state, _ = run(fresh(), ItemsArrivedTick((SOURCE,)))
-    state, commands = run(state, DisableTick("f"))
+    state, commands = run(state, ControlTick("f", "disable"))
     assert "flow_disabled" in events(commands)
     assert CAM in state.halted and "f" in state.disabled and "f" in state.paused
     state, commands = run(state, finished(CAM, SOURCE.entry_id, done=1))
@@ -36,19 +33,19 @@ def test_a_disabled_flows_source_is_told_to_end_and_hands_its_item_back() -> Non
 
 
 def test_a_waiting_source_item_goes_back_unstarted_and_does_not_start() -> None:
-    state, _ = run(fresh(), PauseTick("f"))
-    state, commands = run(state, DisableTick("f"))
+    state, _ = run(fresh(), ControlTick("f", "pause"))
+    state, commands = run(state, ControlTick("f", "disable"))
     state, commands = run(state, ItemsArrivedTick((SOURCE,)))
     assert starts(commands) == []
     assert state.nodes[CAM].waiting == (SOURCE,)
-    state, commands = run(fresh(), ItemsArrivedTick((SOURCE,)), DisableTick("f"))
+    state, commands = run(fresh(), ItemsArrivedTick((SOURCE,)), ControlTick("f", "disable"))
     assert starts(commands)[:1] == [("cam", (1,), 1)]  # it had started before the disable
 
 
 def test_enable_resumes_the_flow_and_fetches_the_sources_again() -> None:
-    state, _ = run(fresh(), ItemsArrivedTick((SOURCE,)), DisableTick("f"))
+    state, _ = run(fresh(), ItemsArrivedTick((SOURCE,)), ControlTick("f", "disable"))
     state, _ = run(state, finished(CAM, SOURCE.entry_id, done=1), ClaimedTick((item(ASR, 1),)))
-    state, commands = run(state, EnableTick("f"))
+    state, commands = run(state, ControlTick("f", "enable"))
     assert state.disabled == frozenset() and state.halted == frozenset()
     assert "f" not in state.paused
     assert WakeClaimerCommand() in commands
@@ -60,10 +57,10 @@ def test_enable_resumes_the_flow_and_fetches_the_sources_again() -> None:
 
 
 def test_a_step_answers_which_item_it_started_the_oldest() -> None:
-    state, _ = run(fresh(), PauseTick("f"))
+    state, _ = run(fresh(), ControlTick("f", "pause"))
     state, _ = run(state, ClaimedTick((item(REC, 7), item(ASR, 3))))
     assert starts(run(state, ClaimedTick(()))[1]) == []
-    state, commands = run(state, StepTick("f"))
+    state, commands = run(state, ControlTick("f", "step"))
     assert starts(commands) == [("asr", (3,), 1)]
     (stepped,) = [c for c in commands if isinstance(c, PublishEventCommand)]
     assert stepped.event_type == "flow_stepped"

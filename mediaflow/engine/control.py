@@ -27,7 +27,7 @@ from mediaflow.engine.commands import (
     WakeClaimerCommand,
 )
 from mediaflow.engine.state import EngineState, NodeState
-from mediaflow.engine.ticks import BacklogSampledTick, ReshapeTick
+from mediaflow.engine.ticks import BacklogSampledTick, ControlTick, ReshapeTick
 from mediaflow.queue.contract import StreamKey
 
 Result = tuple[EngineState, list[Command]]
@@ -39,6 +39,25 @@ def mark_behind(state: EngineState, streams: frozenset[StreamKey]) -> EngineStat
     for stream in streams:
         marks[stream] = marks.get(stream, 0) + 1
     return replace(state, behind_marks=marks, caught_up=state.caught_up - streams)
+
+
+def on_control(state: EngineState, tick: ControlTick) -> tuple[EngineState, list[Command], bool]:
+    """The state and commands after ``tick``, and whether items may now start
+    (after ``resume``, ``step`` and ``enable``)."""
+    flow = tick.flow
+    match tick.action:
+        case "pause":
+            return *on_pause(state, flow), False
+        case "disable":
+            return *on_disable(state, flow), False
+        case "resume":
+            return *on_resume(state, flow), True
+        case "step":
+            return *on_step(state, flow), True
+        case "enable":
+            enabled, commands = on_enable(state, flow)
+            resumed, more = on_resume(enabled, flow)
+            return resumed, [*commands, *more], True
 
 
 def on_pause(state: EngineState, flow: str) -> Result:

@@ -54,17 +54,13 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
-    DisableTick,
-    EnableTick,
+    ControlTick,
     HaltTick,
     ItemsArrivedTick,
     LeasedTick,
     LeaseDueTick,
     NodeFinishedTick,
-    PauseTick,
     ReshapeTick,
-    ResumeTick,
-    StepTick,
     StopTick,
     Tick,
     TimerTick,
@@ -99,24 +95,15 @@ def reduce(state: EngineState, tick: Tick, now: float) -> Result:
             return start_ready(state, state.nodes.keys(), now, [])
         case BacklogSampledTick():
             return control.on_backlog_sampled(state, tick)
-        case PauseTick(flow=flow):
-            return control.on_pause(state, flow)
-        case ResumeTick(flow=flow):
-            resumed, commands = control.on_resume(state, flow)
-            return start_ready(resumed, resumed.nodes.keys(), now, commands)
-        case StepTick(flow=flow):
-            stepped, commands = control.on_step(state, flow)
-            return start_ready(stepped, stepped.nodes.keys(), now, commands)
-        case DisableTick(flow=flow):
-            return control.on_disable(state, flow)
+        case ControlTick():
+            changed, commands, may_start = control.on_control(state, tick)
+            if not may_start:
+                return changed, commands
+            return start_ready(changed, changed.nodes.keys(), now, commands)
         case HaltTick(streams=streams):
             return control.on_halt(state, streams)
         case ReshapeTick():
             return control.on_reshape(state, tick)
-        case EnableTick(flow=flow):
-            enabled, commands = control.on_enable(state, flow)
-            resumed, more = control.on_resume(enabled, flow)
-            return start_ready(resumed, resumed.nodes.keys(), now, [*commands, *more])
         case LeaseDueTick():
             return leasing.on_lease_due(state, tick)
         case LeasedTick():

@@ -22,13 +22,11 @@ from mediaflow.engine.ticks import (
     ClaimedTick,
     CommitDueTick,
     CommittedTick,
+    ControlTick,
     ItemsArrivedTick,
     LeasedTick,
     LeaseDueTick,
     NodeFinishedTick,
-    PauseTick,
-    ResumeTick,
-    StepTick,
     Tick,
 )
 from mediaflow.engine.trace import Json, Segment, encode_command
@@ -111,7 +109,7 @@ def describe_tick(tick: Tick) -> str:
             return "backlog_behind " + ", ".join(sorted(s.node for s in streams))
         case BacklogSampledTick(per_flow=per_flow):
             return "backlog_sampled " + ", ".join(f"{f} {n}" for f, n in per_flow.items())
-        case PauseTick(flow=flow) | ResumeTick(flow=flow) | StepTick(flow=flow):
+        case ControlTick(flow=flow):
             return f"{tick.type} {flow}"
         case ClaimDueTick(poll=poll):
             return "claim_due (poll)" if poll else "claim_due"

@@ -81,14 +81,11 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
-    DisableTick,
-    EnableTick,
+    ControlAction,
+    ControlTick,
     HaltTick,
     ItemsArrivedTick,
-    PauseTick,
     ReshapeTick,
-    ResumeTick,
-    StepTick,
     StopTick,
     Tick,
     TimerTick,
@@ -345,7 +342,7 @@ class FlowRunner:
         executed = _executed(new, self._with_sources)
         built = await self._nodeset.build(new, (n for n in plan.rebuilt if n in executed))
         if self.flow not in self._state.paused:
-            self._dispatch(PauseTick(self.flow))
+            self._dispatch(ControlTick(self.flow, "pause"))
         halted = frozenset(StreamKey(self.flow, n) for n in plan.halted_sources)
         self._dispatch(HaltTick(halted))
         await self._executor.settle(halted, SOURCE_GRACE_S)
@@ -388,20 +385,9 @@ class FlowRunner:
         if items:
             self._dispatch(ItemsArrivedTick(tuple(items)))
 
-    def pause(self) -> None:
-        self._dispatch(PauseTick(self.flow))
-
-    def resume(self) -> None:
-        self._dispatch(ResumeTick(self.flow))
-
-    def step(self) -> None:
-        self._dispatch(StepTick(self.flow))
-
-    def disable(self) -> None:
-        self._dispatch(DisableTick(self.flow))
-
-    def enable(self) -> None:
-        self._dispatch(EnableTick(self.flow))
+    def control(self, action: ControlAction) -> None:
+        """Pause, resume, step, disable or enable the flow (see :class:`ControlTick`)."""
+        self._dispatch(ControlTick(self.flow, action))
 
     def is_stopping(self, node: str | None = None) -> bool:
         """Whether the run is stopping, or (``node``) that node was told to end."""

@@ -253,12 +253,12 @@ class FlowSession:
     async def pause(self) -> None:
         runner = self._require_runner()
         await self.queue.park(self.spec.name)
-        runner.pause()
+        runner.control("pause")
 
     async def resume(self) -> None:
         runner = self._require_runner()
         await self.queue.unpark(self.spec.name)
-        runner.resume()
+        runner.control("resume")
 
     async def step(self, *, wait_s: float = STEP_WAIT_S) -> dict[str, Any] | None:
         """While paused, let exactly one more item start: the oldest waiting.
@@ -276,7 +276,7 @@ class FlowSession:
         stepped = self.bus.subscribe(types=frozenset({"flow_stepped"}))
         try:
             await self.queue.unpark(self.spec.name, steps=1)
-            runner.step()
+            runner.control("step")
             deadline = time.monotonic() + wait_s
             while (left := deadline - time.monotonic()) > 0:
                 event = await stepped.get(timeout=left)
@@ -323,7 +323,7 @@ class FlowSession:
             added = [spec.nodes[n] for n in plan.added if spec.nodes[n].is_source]
             await self._enqueue_sources(runner, queue, added)
         if not was_paused:
-            runner.resume()
+            runner.control("resume")
         self.bus.publish(
             "flow_reloaded", {"flow": spec.name, **plan.to_json(), "dead_lettered": retired}
         )
@@ -335,13 +335,13 @@ class FlowSession:
         disk and in memory, until :meth:`enable`."""
         runner = self._require_runner()
         await self.queue.park(self.spec.name)
-        runner.disable()
+        runner.control("disable")
 
     async def enable(self) -> None:
         """Undo :meth:`disable`: sources resume where they were, work runs again."""
         runner = self._require_runner()
         await self.queue.unpark(self.spec.name)
-        runner.enable()
+        runner.control("enable")
 
     async def stop(self, reason: StopReason = "stopped") -> RunOutcome:
         """Stop cleanly: sources end, running nodes finish (or are cancelled after a

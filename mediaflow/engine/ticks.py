@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, get_args
 
 from mediaflow.queue.contract import StreamKey, WorkItem
 
@@ -120,43 +120,30 @@ class BacklogSampledTick:
     type: Literal["backlog_sampled"] = "backlog_sampled"
 
 
-@dataclass(frozen=True, slots=True)
-class PauseTick:
-    """Stop starting items of ``flow`` (sources keep running; work waits in the queue)."""
-
-    flow: str
-    type: Literal["pause"] = "pause"
+ControlAction = Literal["pause", "resume", "step", "disable", "enable"]
+"""What an operator asks of a flow (see :class:`ControlTick`)."""
+CONTROL_ACTIONS: Final[tuple[ControlAction, ...]] = get_args(ControlAction)
 
 
 @dataclass(frozen=True, slots=True)
-class ResumeTick:
-    flow: str
-    type: Literal["resume"] = "resume"
+class ControlTick:
+    """An operator's request for ``flow``.
 
-
-@dataclass(frozen=True, slots=True)
-class StepTick:
-    """While paused, let exactly one more item of ``flow`` start."""
-
-    flow: str
-    type: Literal["step"] = "step"
-
-
-@dataclass(frozen=True, slots=True)
-class DisableTick:
-    """Stop ``flow``: its sources end (their items go back to the queue, to be
-    resumed), nothing else of it starts, its work is kept."""
+    - ``pause``: stop starting items (sources keep running; work waits in the queue);
+    - ``resume``: undo ``pause``;
+    - ``step``: while paused, let exactly one more item start;
+    - ``disable``: the sources end (their items go back to the queue, to be
+      resumed), nothing else of the flow starts, its work is kept;
+    - ``enable``: undo ``disable``: the sources are claimed again and resume.
+    """
 
     flow: str
-    type: Literal["disable"] = "disable"
+    action: ControlAction
 
-
-@dataclass(frozen=True, slots=True)
-class EnableTick:
-    """Undo :class:`DisableTick`: the sources are claimed again and resume."""
-
-    flow: str
-    type: Literal["enable"] = "enable"
+    @property
+    def type(self) -> ControlAction:
+        """The action is the tick's type in a trace (``{"type": "pause", ...}``)."""
+        return self.action
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,11 +212,7 @@ Tick: TypeAlias = (
     | NodeFinishedTick
     | TimerTick
     | BacklogSampledTick
-    | PauseTick
-    | ResumeTick
-    | StepTick
-    | DisableTick
-    | EnableTick
+    | ControlTick
     | HaltTick
     | ReshapeTick
     | LeaseDueTick

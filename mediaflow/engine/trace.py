@@ -40,6 +40,7 @@ from mediaflow.engine.commands import (
 )
 from mediaflow.engine.state import EngineState, Limits, NodeState
 from mediaflow.engine.ticks import (
+    CONTROL_ACTIONS,
     BacklogBehindTick,
     BacklogSampledTick,
     ClaimDueTick,
@@ -48,17 +49,13 @@ from mediaflow.engine.ticks import (
     CommitDueTick,
     CommitFailedTick,
     CommittedTick,
-    DisableTick,
-    EnableTick,
+    ControlTick,
     HaltTick,
     ItemsArrivedTick,
     LeasedTick,
     LeaseDueTick,
     NodeFinishedTick,
-    PauseTick,
     ReshapeTick,
-    ResumeTick,
-    StepTick,
     StopTick,
     Tick,
     TimerTick,
@@ -125,13 +122,7 @@ def encode_tick(tick: Tick) -> Json:
             return out if error is None else {**out, "error": error}
         case BacklogSampledTick(per_flow=per_flow):
             return {"type": tick.type, "per_flow": dict(per_flow)}
-        case (
-            PauseTick(flow=flow)
-            | ResumeTick(flow=flow)
-            | StepTick(flow=flow)
-            | DisableTick(flow=flow)
-            | EnableTick(flow=flow)
-        ):
+        case ControlTick(flow=flow):
             return {"type": tick.type, "flow": flow}
         case ClaimDueTick(poll=poll):
             return {"type": tick.type, "poll": poll}
@@ -248,12 +239,8 @@ def decode_tick(raw: Json) -> Tick:
         return NodeFinishedTick(_key(raw["stream"]), raw["id"], raw["done"], raw.get("error"))
     if kind == "backlog_sampled":
         return BacklogSampledTick(dict(raw["per_flow"]))
-    if kind == "pause":
-        return PauseTick(raw["flow"])
-    if kind == "resume":
-        return ResumeTick(raw["flow"])
-    if kind == "step":
-        return StepTick(raw["flow"])
+    if kind in CONTROL_ACTIONS:
+        return ControlTick(raw["flow"], kind)
     if kind == "halt":
         return HaltTick(_keys(raw["streams"]))
     if kind == "reshape":
@@ -264,10 +251,6 @@ def decode_tick(raw: Json) -> Tick:
             _keys(raw["rebuilt"]),
             {StreamKey(f, n): t for f, n, t in raw["rates"]},
         )
-    if kind == "disable":
-        return DisableTick(raw["flow"])
-    if kind == "enable":
-        return EnableTick(raw["flow"])
     raise TraceError(f"unknown tick type {kind!r}")
 
 
