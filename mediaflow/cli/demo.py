@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from mediaflow.cli import run as cli_run
-from mediaflow.cli import serve as cli_serve
 from mediaflow.cli.args import add_data_option, seconds
+from mediaflow.cli.listen import add_server_options
 
 COMMAND = "demo"
 DEFAULT_PORT = 8765
@@ -58,7 +58,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         help="write the demo's flow file, speech and grammar into DIR and exit "
         "(then: mediaflow run DIR/demo.toml --port 8765)",
     )
-    cli_serve.add_server_options(parser, port_default=DEFAULT_PORT)
+    add_server_options(parser, port_default=DEFAULT_PORT)
     add_data_option(parser)
 
 

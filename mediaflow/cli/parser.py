@@ -23,6 +23,7 @@ from mediaflow.cli import run as cli_run
 from mediaflow.cli import serve as cli_serve
 from mediaflow.cli import trace as cli_trace
 from mediaflow.cli.args import add_data_option, seconds
+from mediaflow.cli.listen import add_server_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reload the flow file when it changes (SIGHUP always reloads it): queued work "
         "goes to the new nodes, unchanged sources keep running",
     )
-    cli_serve.add_server_options(run, port_default=None)
+    add_server_options(run, port_default=None)
     add_data_option(run)
     worker = sub.add_parser(
         "worker",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mediaflow import eventloop
-from mediaflow.cli import serve as cli_serve
+from mediaflow.cli.listen import announce
 from mediaflow.config import ConfigError, EngineSettings, StoreSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, RunOutcome, StopReason
@@ -138,7 +138,7 @@ async def run_flow(options: RunOptions) -> int:
         print(f"mediaflow: {why}", file=sys.stderr)
         return code
     if process.url is not None:
-        cli_serve.announce(options.host, process.url, server_settings)
+        announce(options.host, process.url, server_settings)
     log.info(
         "%s flow %r (%d nodes, %s) with data in %s",
         "working on" if options.worker else "running",

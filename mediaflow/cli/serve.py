@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import signal
@@ -27,46 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
+from mediaflow.cli.listen import add_server_options, announce, url_host
 from mediaflow.config import ConfigError, default_data_dir
 
 if TYPE_CHECKING:
-    from mediaflow.server import ServerSettings
+    pass
 
 log = logging.getLogger("mediaflow.cli")
 
 COMMAND = "serve"
 
 
-def _default_host() -> str:
-    return os.environ.get("MEDIAFLOW_HOST") or "127.0.0.1"
-
-
 def _default_port() -> int:
     raw = os.environ.get("MEDIAFLOW_PORT")
     return int(raw) if raw and raw.isdigit() else 8765
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or int(text) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
-    return int(text)
-
-
-def add_server_options(parser: argparse.ArgumentParser, *, port_default: int | None) -> None:
-    """``--host`` and ``--port``. ``port_default=None`` makes serving opt-in (``run``)."""
-    parser.add_argument(
-        "--host",
-        default=_default_host(),
-        help="address to listen on (default: $MEDIAFLOW_HOST or 127.0.0.1, loopback only)",
-    )
-    parser.add_argument(
-        "--port",
-        type=_port,
-        default=port_default,
-        metavar="N",
-        help="TCP port (0 picks a free one)"
-        + (" and serve the wall" if port_default is None else f" (default: {port_default})"),
-    )
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -93,28 +66,6 @@ def run(args: argparse.Namespace) -> int:
         return eventloop.run_command(lambda: _serve(args))
     except KeyboardInterrupt:
         return 0
-
-
-def _warn_if_exposed(host: str, settings: ServerSettings) -> None:
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback and settings.token is None:
-        log.warning(
-            "listening on %s without MEDIAFLOW_TOKEN: anyone who can reach it can upload", host
-        )
-
-
-def _announce(url: str, settings: ServerSettings) -> None:
-    # One line on stderr that scripts (and the benchmark) wait for.
-    print(f"mediaflow: serving on {url}", file=sys.stderr, flush=True)
-    if settings.lock_reads:
-        print(
-            f"mediaflow: reads are locked; open {url}/?token=<MEDIAFLOW_TOKEN> once in a browser",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -151,8 +102,7 @@ async def _serve(args: argparse.Namespace) -> int:
         await state.close()
         print(f"mediaflow: cannot start the periodic sweep: {exc}", file=sys.stderr)
         return 1
-    _warn_if_exposed(args.host, settings)
-    _announce(f"http://{_url_host(args.host)}:{bound_port(runner)}", settings)
+    announce(args.host, f"http://{url_host(args.host)}:{bound_port(runner)}", settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -165,19 +115,6 @@ async def _serve(args: argparse.Namespace) -> int:
         await runner.cleanup()
         await state.close()
     return 0
-
-
-def announce(host: str, url: str, settings: ServerSettings | None) -> None:
-    """Say where a server beside a flow listens, and warn if it is exposed unprotected."""
-    from mediaflow.server import ServerSettings
-
-    settings = settings or ServerSettings()
-    _warn_if_exposed(host, settings)
-    _announce(url, settings)
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def main(argv: Sequence[str] | None = None) -> int:
