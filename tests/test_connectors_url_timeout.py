@@ -128,7 +128,7 @@ async def test_url_connector_setup_gives_up_on_a_silent_server(
     connector = UrlConnector(silent_server.url(), media=media, timeout_s=TIMEOUT_S)
     started = time.monotonic()
     with pytest.raises(DeviceNotFound):
-        await connector.setup(SimpleNamespace(flow_dir=tmp_path))  # type: ignore[arg-type]
+        await connector.setup(SimpleNamespace(more=SimpleNamespace(flow_dir=tmp_path)))  # type: ignore[arg-type]
     assert time.monotonic() - started < GIVES_UP_WITHIN_S
     assert silent_server.accepted >= 1
 
