@@ -2,12 +2,13 @@
 
 The public API: subclass :class:`Node`, emit :class:`MediaRef` values saved with
 :func:`save_artifact`, build flows from TOML (:func:`load_flow`) or Python
-(:class:`FlowBuilder`) and run them with :class:`FlowSession` or
-``mediaflow run``.
+(:class:`FlowBuilder`) and run them with :class:`FlowSession` (its tunables:
+:class:`EngineSettings`) or ``mediaflow run``.
 """
 
 from __future__ import annotations
 
+from mediaflow.config import EngineSettings
 from mediaflow.engine.session import FlowSession, RunOutcome
 from mediaflow.flows import FlowBuilder, FlowError, FlowSpec, load_flow
 from mediaflow.media import MediaRef, PortKindError
@@ -16,6 +17,7 @@ from mediaflow.store import save_artifact
 
 __all__ = [
     "Context",
+    "EngineSettings",
     "FlowBuilder",
     "FlowError",
     "FlowSession",

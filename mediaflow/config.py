@@ -125,7 +125,12 @@ def sqlite_sync() -> SqliteSync:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Tunables of the engine; each mirrors an environment variable."""
+    """What a flow session runs with; each field mirrors an environment variable.
+
+    The defaults are the built-in ones: a session constructed without settings
+    does not look at the environment. :meth:`from_env` reads the variables, once,
+    at the process boundary (the command line, a benchmark's entry point).
+    """
 
     max_deliveries: int = 5  # MEDIAFLOW_MAX_DELIVERIES
     max_attempts: int = 3  # MEDIAFLOW_MAX_ATTEMPTS: runs of one item in one process
@@ -137,6 +142,8 @@ class EngineSettings:
     degraded_samples: int = 5  # consecutive growing backlog samples before engine_degraded
     degraded_min_items: int = 1000  # MEDIAFLOW_DEGRADED_MIN_ITEMS
     trace_path: Path | None = None  # MEDIAFLOW_TRACE: a file each run appends its ticks to
+    sqlite_sync: SqliteSync = "NORMAL"  # MEDIAFLOW_SQLITE_SYNC: the SQLite queue's durability
+    store: StoreSettings = StoreSettings()  # MEDIAFLOW_STORE, MEDIAFLOW_TOKEN: where artifacts go
 
     @property
     def turn_items(self) -> int:
@@ -148,6 +155,8 @@ class EngineSettings:
 
     @classmethod
     def from_env(cls) -> EngineSettings:
+        """Raises :class:`ConfigError` naming the variable it cannot use, and
+        :class:`~mediaflow.queue.QueueError` for ``MEDIAFLOW_SQLITE_SYNC``."""
         d = cls()
         return cls(
             max_deliveries=env_int("MEDIAFLOW_MAX_DELIVERIES", d.max_deliveries, minimum=1),
@@ -164,6 +173,8 @@ class EngineSettings:
                 "MEDIAFLOW_DEGRADED_MIN_ITEMS", d.degraded_min_items, minimum=0
             ),
             trace_path=_env_path("MEDIAFLOW_TRACE"),
+            sqlite_sync=sqlite_sync(),
+            store=StoreSettings.from_env(),
         )
 
 

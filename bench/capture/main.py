@@ -166,7 +166,7 @@ def child_segments(workdir: Path, codec: str) -> dict[str, Any]:
 
 def child_connector(workdir: Path, source: str, reencode: bool) -> dict[str, Any]:
     """The camera connector in a real flow (store and state on disk), JPEGs at 30 fps."""
-    from mediaflow import FlowBuilder, FlowSession
+    from mediaflow import EngineSettings, FlowBuilder, FlowSession
 
     options: dict[str, Any] = {"fps": FPS, "realtime": False, "video": False}
     if reencode:
@@ -175,7 +175,7 @@ def child_connector(workdir: Path, source: str, reencode: bool) -> dict[str, Any
 
     async def run() -> tuple[float, int]:
         with tempfile.TemporaryDirectory() as data:
-            session = FlowSession(flow.build(), Path(data))
+            session = FlowSession(flow.build(), Path(data), settings=EngineSettings.from_env())
             start = cpu_seconds()
             await session.start()
             await session.wait(until_idle=True)

@@ -38,12 +38,12 @@ from bench.emissions.nodes import (
     in_memory,
     two_stage,
 )
-from mediaflow import FlowSession
+from mediaflow import EngineSettings, FlowSession
 
 
 async def _throughput(probe: Probe, data_dir: Path, queue_url: str | None = None) -> Json:
     flow = two_stage(CountingSource(probe), CountingSink(probe)).build()
-    session = FlowSession(flow, data_dir, queue_url=queue_url)
+    session = FlowSession(flow, data_dir, queue_url=queue_url, settings=EngineSettings.from_env())
     probe.session = session
     await session.start()
     try:
@@ -135,7 +135,7 @@ def hotspots(prof_path: str, top: int) -> Json:
 
 async def _latency(probe: LatencyProbe, data_dir: Path, queue_url: str | None = None) -> Json:
     flow = two_stage(PacedSource(probe), LatencySink(probe)).build()
-    session = FlowSession(flow, data_dir, queue_url=queue_url)
+    session = FlowSession(flow, data_dir, queue_url=queue_url, settings=EngineSettings.from_env())
     await session.start()
     try:
         reason = await session.wait(until_idle=True)
@@ -176,7 +176,11 @@ def child_latency(
 
 
 async def _backlog(probe: BacklogProbe, data_dir: Path, drain_samples: list[int]) -> Json:
-    session = FlowSession(two_stage(BacklogSource(probe), BacklogSink(probe)).build(), data_dir)
+    session = FlowSession(
+        two_stage(BacklogSource(probe), BacklogSink(probe)).build(),
+        data_dir,
+        settings=EngineSettings.from_env(),
+    )
     await session.start()
     try:
         await session.pause()

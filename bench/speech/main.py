@@ -182,7 +182,7 @@ def child_flow(args: Json) -> Json:
 
 
 async def _flow(k: int, chunk_ms: int, audio: Path) -> Json:
-    from mediaflow import FlowBuilder, FlowSession
+    from mediaflow import EngineSettings, FlowBuilder, FlowSession
     from mediaflow.engine.events import EventBus
 
     flow = FlowBuilder("bench-speech")
@@ -192,7 +192,7 @@ async def _flow(k: int, chunk_ms: int, audio: Path) -> Json:
         flow.add(f"asr{n}", "speech", inputs={"audio": f"mic{n}.audio"}, grammar=str(GRAMMAR))
     bus = EventBus(history=1_000_000)
     with tempfile.TemporaryDirectory() as data:
-        session = FlowSession(flow.build(), Path(data), bus=bus)
+        session = FlowSession(flow.build(), Path(data), bus=bus, settings=EngineSettings.from_env())
         await session.start()
         started = time.perf_counter()
         await session.wait(until_idle=True)

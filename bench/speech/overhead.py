@@ -97,7 +97,7 @@ def child_flow(args: Json) -> Json:
 
 
 async def _flow(k: int, seconds: float, chunk_ms: int, warmup_s: float) -> Json:
-    from mediaflow import FlowBuilder, FlowSession
+    from mediaflow import EngineSettings, FlowBuilder, FlowSession
     from mediaflow.engine.events import EventBus
     from mediaflow.nodes.speech_host import shared_pool
 
@@ -112,7 +112,7 @@ async def _flow(k: int, seconds: float, chunk_ms: int, warmup_s: float) -> Json:
         return sum(1 for e in bus.recent(0) if e.type == "transcript" and e.data["final"])
 
     with tempfile.TemporaryDirectory() as data:
-        session = FlowSession(flow.build(), Path(data), bus=bus)
+        session = FlowSession(flow.build(), Path(data), bus=bus, settings=EngineSettings.from_env())
         await session.start()
         try:
             await asyncio.sleep(warmup_s)

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mediaflow import eventloop
 from mediaflow.cli.listen import announce
-from mediaflow.config import ConfigError, EngineSettings, StoreSettings, default_data_dir
+from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
 from mediaflow.gc import GcSettings
 from mediaflow.media import present_value
 from mediaflow.process import FlowProcess, PartFailed
-from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
+from mediaflow.queue import QueueError, queue_target
 
 if TYPE_CHECKING:
     from mediaflow.server import ServerSettings
@@ -103,10 +103,10 @@ async def run_flow(options: RunOptions) -> int:
     try:
         queue_target(queue_url, data_dir)  # refuse an unsupported setting before starting
         spec = load_flow(options.flow)
+        # Every setting of the process, read once here: the parts below take them typed.
         settings = EngineSettings.from_env()
-        StoreSettings.from_env()  # refuse a bad MEDIAFLOW_STORE before starting
         gc_settings = GcSettings.from_env()
-    except (FlowError, ConfigError, UnsupportedQueue) as exc:
+    except (FlowError, ConfigError, QueueError) as exc:  # QueueError: MEDIAFLOW_QUEUE, _SQLITE_SYNC
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
     try:

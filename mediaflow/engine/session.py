@@ -14,6 +14,10 @@ not started again. A run whose owner is still alive is refused.
 elsewhere (``mediaflow worker``): it records no run, starts no source, and
 claims the flow's work beside the run's own process, sharing the streams of
 ordered nodes through leases (:mod:`.leasing`).
+
+A session reads no environment variable: it runs with the
+:class:`~mediaflow.config.EngineSettings` it is given (the built-in defaults
+without them). ``mediaflow run`` passes ``EngineSettings.from_env()``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from mediaflow.config import EngineSettings, sqlite_sync
+from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import EmissionObserver
 from mediaflow.engine.ownership import FlowAlreadyRunning as FlowAlreadyRunning
@@ -84,7 +88,7 @@ class FlowSession:
         self.worker = worker
         self.data_dir = Path(data_dir)
         self.queue_url = queue_url
-        self.settings = settings or EngineSettings.from_env()
+        self.settings = settings or EngineSettings()
         self.bus = bus or EventBus()
         # The live feeds of this session's cameras: its nodes write them (ctx.more.live),
         # the server beside it reads them. Pass one hub to share it between sessions.
@@ -117,9 +121,11 @@ class FlowSession:
         """
         self._started_at = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        queue = self._queue or open_queue(self.queue_url, self.data_dir, sqlite_sync=sqlite_sync())
-        # MEDIAFLOW_STORE: the data directory, or a cache of an artifact service.
-        store = open_store(self.data_dir)
+        queue = self._queue or open_queue(
+            self.queue_url, self.data_dir, sqlite_sync=self.settings.sqlite_sync
+        )
+        # The data directory, or a cache of an artifact service (settings.store).
+        store = open_store(self.data_dir, self.settings.store)
         state_store = await asyncio.to_thread(StateStore, self.data_dir)
         self._backends = (queue, store, state_store)
         consumer = new_consumer_name()
