@@ -294,6 +294,26 @@ async def test_event_types_filter_and_heartbeat(tmp_path: Path) -> None:
             assert response.status == 400
 
 
+async def test_an_unknown_event_type_is_refused_naming_it_and_the_known_types(
+    tmp_path: Path,
+) -> None:
+    bus = EventBus()
+    bus.publish("motion", {"node": "cam"})  # a node's own type, once published, is known
+    async with serve(tmp_path, state=await sse_state(tmp_path, bus)) as served:
+        url = served.url + "/api/events?types="
+        async with served.client.get(url + "transcript,trancsript,gc_swep") as response:
+            assert response.status == 400
+            message = (await response.json())["error"]
+        assert "unknown event types: gc_swep, trancsript." in message
+        for known in ("transcript", "latest", "gc_swept", "device_lost"):
+            assert known in message.split("types are ")[1]
+        async with served.client.get(url + "transcript,motion,latest") as response:
+            assert response.status == 200
+        async with served.client.get(url + "motions") as response:
+            assert response.status == 400
+            assert "unknown event type: motions." in (await response.json())["error"]
+
+
 async def test_resume_after_the_ring_overflowed_says_what_was_missed(tmp_path: Path) -> None:
     bus = EventBus(history=5)
     async with serve(tmp_path, state=await sse_state(tmp_path, bus)) as served:

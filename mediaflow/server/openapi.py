@@ -203,7 +203,10 @@ def _api_ops() -> Schema:
         answers = {"200": answer("OK.", ref(body))} | errors(*more)
         paths[path] = {"get": op(summary, security, answers)}
     after = string("^[0-9]{0,18}$")
-    types = f"comma-separated event types to keep (at most {sse.MAX_TYPES})"
+    types = (
+        f"comma-separated event types to keep (at most {sse.MAX_TYPES}); a type neither"
+        " mediaflow's nor already published here is refused with 400"
+    )
     not_modified = answer("Not modified.")
     static = {"enum": [name for name in wall.STATIC_FILES if name != "index.html"]}
     scripts = {"text/javascript": {"schema": STR}, "text/css": {"schema": STR}}

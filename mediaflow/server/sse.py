@@ -5,7 +5,11 @@ line of JSON (``Event.to_json()``). A client that reconnects sends
 ``Last-Event-ID`` (browsers do it themselves) and gets every event after it
 that is still in the bus's ring, then live ones; events that already left
 the ring are announced by an ``events_dropped`` event (``missed``, ``after``).
-``?types=a,b`` keeps only those types; ``?after=N`` is ``Last-Event-ID`` for
+``?types=a,b`` keeps only those types, each a type of the registry
+(:data:`~mediaflow.engine.event_types.EVENT_TYPES`) or one already published
+on this server's bus (a node's own, ``ctx.more.publish``): any other is refused
+with a 400 that names it and the registry's types, so a misspelt filter does
+not wait in silence for events that never come. ``?after=N`` is ``Last-Event-ID`` for
 clients that cannot set headers. A reader let in by a wall link
 (:mod:`.links`) gets only the events of the link's flow.
 
@@ -24,7 +28,8 @@ from typing import Any
 
 from aiohttp import web
 
-from mediaflow.engine.events import Event, Subscription
+from mediaflow.engine.event_types import EVENT_TYPES
+from mediaflow.engine.events import Event, EventBus, Subscription
 from mediaflow.server.artifacts import error
 from mediaflow.server.links import SCOPE
 from mediaflow.server.state import STATE
@@ -55,6 +60,18 @@ def _parse_types(raw: str | None) -> frozenset[str] | None:
     return types
 
 
+def _check_known(types: frozenset[str] | None, bus: EventBus) -> None:
+    """Raise ``ValueError`` naming the types of ``types`` neither in the registry nor
+    published on ``bus`` so far, and the registry's types."""
+    unknown = sorted((types or frozenset()) - EVENT_TYPES.keys() - bus.counts.keys())
+    if unknown:
+        names = ", ".join(unknown)
+        raise ValueError(
+            f"unknown event type{'s' if len(unknown) > 1 else ''}: {names}. mediaflow's types "
+            f"are {', '.join(EVENT_TYPES)}; a node's own type is known once it was published"
+        )
+
+
 def _parse_after(raw: str | None) -> int | None:
     if raw is None or not raw.strip():
         return None
@@ -68,6 +85,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         types = _parse_types(request.query.get("types"))
+        _check_known(types, state.bus)
         after = _parse_after(request.headers.get("Last-Event-ID") or request.query.get("after"))
     except ValueError as exc:
         return error(400, str(exc))
