@@ -107,6 +107,32 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+SPEECH_PROCESSES_ENV = "MEDIAFLOW_SPEECH_PROCESSES"
+
+
+@dataclass(frozen=True)
+class SpeechSettings:
+    """How the speech nodes of one process share its cores.
+
+    ``processes``: the recogniser host processes they share
+    (``MEDIAFLOW_SPEECH_PROCESSES``; one per core by default, see
+    :mod:`mediaflow.nodes.speech_host`).
+    """
+
+    processes: int
+
+    @property
+    def threads_per_process(self) -> int:
+        """The cores shared out among the host processes, at least one: what a
+        Whisper model decodes with when its ``threads`` is 0 (automatic)."""
+        return max(1, (os.cpu_count() or 1) // self.processes)
+
+    @classmethod
+    def from_env(cls) -> SpeechSettings:
+        """Raises :class:`ConfigError` (a ``ValueError``) naming the variable for a bad value."""
+        return cls(processes=env_int(SPEECH_PROCESSES_ENV, os.cpu_count() or 1, minimum=1))
+
+
 SqliteSync = Literal["NORMAL", "FULL"]
 
 

@@ -13,15 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from mediaflow.config import SPEECH_PROCESSES_ENV as PROCESSES_ENV
+from mediaflow.config import SpeechSettings
 from mediaflow.nodes.recognizer import RecognizerError, Result, SphinxSearch
 from mediaflow.nodes.speech import SpeechNode
-from mediaflow.nodes.speech_host import (
-    PROCESSES_ENV,
-    HostedRecognizer,
-    HostLost,
-    HostPool,
-    default_processes,
-)
+from mediaflow.nodes.speech_host import HostedRecognizer, HostLost, HostPool
 from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
 from tests.speech_helpers import GRAMMAR, RATE, Track, make_track, read_samples
 
@@ -136,12 +132,19 @@ def test_recognisers_share_at_most_the_pool_s_size_of_hosts(pcm: bytes) -> None:
 
 def test_the_number_of_hosts_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PROCESSES_ENV, "3")
-    assert default_processes() == 3
+    assert SpeechSettings.from_env().processes == 3
     monkeypatch.setenv(PROCESSES_ENV, "none")
     with pytest.raises(ValueError, match=PROCESSES_ENV):
-        default_processes()
+        SpeechSettings.from_env()
     monkeypatch.delenv(PROCESSES_ENV)
-    assert default_processes() == (os.cpu_count() or 1)
+    assert SpeechSettings.from_env().processes == (os.cpu_count() or 1)
+
+
+def test_the_cores_are_shared_out_among_the_hosts() -> None:
+    cores = os.cpu_count() or 1
+    assert SpeechSettings(processes=1).threads_per_process == cores
+    assert SpeechSettings(processes=cores).threads_per_process == 1
+    assert SpeechSettings(processes=cores * 4).threads_per_process == 1  # never 0
 
 
 def test_the_node_isolates_pocketsphinx_in_a_process_and_an_engine_in_a_thread() -> None:

@@ -6,8 +6,9 @@ two native calls (a camera's JPEG lane, the event loop saving a frame) waits in 
 convoy: measured with ``python -m bench.scale``, one 720p30 camera next to 16 speech
 nodes lost a third of its JPEGs at capture while the machine was half idle. So the
 built-in engine runs in *recogniser hosts*: a few child processes (``spawn``, one
-per core by default, ``MEDIAFLOW_SPEECH_PROCESSES``) shared by every speech node of
-the process, each recogniser living in one host for its whole life.
+per core by default: :class:`~mediaflow.config.SpeechSettings`,
+``MEDIAFLOW_SPEECH_PROCESSES``) shared by every speech node of the process, each
+recogniser living in one host for its whole life.
 
 :class:`HostedRecognizer` is a :class:`~mediaflow.nodes.recognizer.Recognizer` whose
 calls go over a pipe to its host; the node's own thread blocks on the pipe (without
@@ -26,20 +27,18 @@ import contextlib
 import itertools
 import logging
 import multiprocessing
-import os
 import pickle
 import signal
 import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from mediaflow.config import env_int
+from mediaflow.config import SpeechSettings
 from mediaflow.nodes.recognizer import Recognizer, Result
 from mediaflow.nodes.speech_recipe import RecognizerRecipe
 
 log = logging.getLogger(__name__)
 
-PROCESSES_ENV = "MEDIAFLOW_SPEECH_PROCESSES"
 STOP_TIMEOUT_S = 5.0
 
 
@@ -140,16 +139,10 @@ class RecognizerHost:
             self._process.join()
 
 
-def default_processes() -> int:
-    """``MEDIAFLOW_SPEECH_PROCESSES``, else the number of cores. Raises
-    :class:`~mediaflow.config.ConfigError` (a ``ValueError``) for a bad value."""
-    return env_int(PROCESSES_ENV, os.cpu_count() or 1, minimum=1)
-
-
 class HostPool:
     """Up to ``size`` hosts; a new recogniser goes to the one with the fewest."""
 
-    def __init__(self, size: int | None = None) -> None:
+    def __init__(self, size: int) -> None:
         self._size = size
         self._hosts: list[RecognizerHost] = []
         self._lock = threading.Lock()
@@ -157,8 +150,7 @@ class HostPool:
     def acquire(self) -> RecognizerHost:
         with self._lock:
             self._hosts = [host for host in self._hosts if not host.lost]
-            size = self._size or default_processes()
-            if len(self._hosts) < size:
+            if len(self._hosts) < self._size:
                 host = RecognizerHost()
                 self._hosts.append(host)
                 log.debug("speech host process %s started", host.pid)
@@ -187,11 +179,12 @@ _shared_lock = threading.Lock()
 
 
 def shared_pool() -> HostPool:
-    """The process's pool, made on first use."""
+    """The process's pool, made on first use, as large as its settings say. Raises
+    :class:`~mediaflow.config.ConfigError` for a bad ``MEDIAFLOW_SPEECH_PROCESSES``."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = HostPool()
+            _shared = HostPool(SpeechSettings.from_env().processes)
         return _shared
 
 

@@ -27,7 +27,6 @@ CTranslate2 releases the GIL while it decodes.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Iterable
@@ -37,6 +36,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from mediaflow.config import SpeechSettings
 from mediaflow.nodes.recognizer import RecognizerError, Result
 from mediaflow.nodes.voice_activity import (
     SileroVad,
@@ -125,10 +125,9 @@ def shared_model(path: str, compute_type: str, threads: int) -> Any:
 
 
 def default_threads() -> int:
-    """The cores shared out among the speech host processes (at least one)."""
-    from mediaflow.nodes.speech_host import default_processes
-
-    return max(1, (os.cpu_count() or 1) // default_processes())
+    """The cores shared out among the speech host processes (at least one; see
+    :attr:`~mediaflow.config.SpeechSettings.threads_per_process`)."""
+    return SpeechSettings.from_env().threads_per_process
 
 
 @dataclass(frozen=True, slots=True)
