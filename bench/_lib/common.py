@@ -17,12 +17,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from mediaflow import eventloop
+from bench._lib.loop import loop_name as loop_name
+from bench._lib.loop import run_async as run_async
 
 RESULT_MARK = "@@bench-result "
 # Exit status of a child whose watchdog fired (same as coreutils' timeout).
@@ -31,18 +32,6 @@ MIB = 1024 * 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 Json = dict[str, Any]
-T = TypeVar("T")
-
-
-def run_async(main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` on the loop the commands use (``MEDIAFLOW_LOOP``, uvloop by
-    default), so mediaflow and its in-process peers are measured on the same loop."""
-    return eventloop.run(main, factory=eventloop.loop_factory())
-
-
-def loop_name() -> str:
-    factory = eventloop.loop_factory()
-    return "asyncio" if factory is None else factory.__module__
 
 
 # -- memory --------------------------------------------------------------------

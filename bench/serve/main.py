@@ -10,7 +10,7 @@ Run from the repository root (about 1-2 minutes)::
 Needs Debian's ``wrk`` and ``nginx`` (``nginx-light`` is enough); a missing
 one turns its lines into ``unavailable`` and the rest still runs. Every
 server runs in its own process on 127.0.0.1 with the same files: mediaflow
-as ``python -m mediaflow.server`` over a temporary data directory; nginx
+as ``mediaflow serve`` over a temporary data directory; nginx
 (``sendfile on; tcp_nopush off;``, one worker, access log off) over a root
 whose ``artifacts/sha256:<hex>`` entries are hard links to the store's
 files, so every server answers the same URLs from the same inodes.
@@ -45,62 +45,45 @@ whole files, < 32 MiB RSS growth over the PUT.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import http.client
 import json
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
-import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench._lib.common import MIB, REPO_ROOT, fmt_rate, verdict
-from mediaflow.eventloop import loop_factory
+from bench._lib.common import MIB, fmt_rate, verdict
+from bench._lib.loop import loop_name
+from bench.serve.load import (
+    BIG_SIZE,
+    RANGE_SIZE,
+    SMALL_COUNT,
+    SMALL_SIZE,
+    WrkResult,
+    lua_scripts,
+    measure_put,
+    run_wrk,
+)
+from bench.serve.servers import (
+    CEILING_SERVER,
+    free_port,
+    start_mediaflow,
+    start_nginx,
+    start_stock,
+    stop,
+)
 from mediaflow.store import ArtifactStore
 
-BIG_SIZE = 64 * MIB
-SMALL_SIZE = 4096
-SMALL_COUNT = 64
-RANGE_SIZE = 64 * 1024
 PUT_SIZE = 1024 * MIB
 
 TARGETS = {"ranges": 0.60, "small": 0.30, "whole": 0.90}
 PUT_RSS_TARGET = 32 * MIB
-
-WRK_DONE = """
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '@@wrk {"requests": %d, "bytes": %d, "duration_us": %d, "connect": %d, "read": %d,'
-    .. ' "write": %d, "status": %d, "timeout": %d, "p99_us": %d}\\n',
-    summary.requests, summary.bytes, summary.duration, e.connect, e.read, e.write,
-    e.status, e.timeout, latency:percentile(99)))
-end
-"""
-
-
-@dataclass
-class WrkResult:
-    requests_s: float
-    bytes_s: float
-    p99_ms: float
-    errors: int
-
-    @property
-    def ok(self) -> bool:
-        return self.errors == 0
-
 
 # -- files -----------------------------------------------------------------------------
 
@@ -124,273 +107,6 @@ def make_files(data_dir: Path, nginx_root: Path) -> tuple[str, list[str]]:
 def _random_chunks(rng: random.Random, size: int) -> Iterator[bytes]:
     for _ in range(size // MIB):
         yield rng.randbytes(MIB)
-
-
-# -- servers ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=1.0):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
-
-
-def start_mediaflow(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "MEDIAFLOW_SENDFILE": "1"}
-    env.pop("MEDIAFLOW_TOKEN", None)
-    env.pop("MEDIAFLOW_LOCK_READS", None)
-    cmd = [sys.executable, "-m", "mediaflow.server", "--data", str(data_dir), "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stderr=subprocess.DEVNULL)
-    wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
-    return proc
-
-
-def start_nginx(workdir: Path, root: Path, port: int) -> subprocess.Popen[bytes]:
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    conf = workdir / "nginx.conf"
-    conf.write_text(
-        textwrap.dedent(
-            f"""
-            worker_processes 1;
-            pid {workdir}/nginx.pid;
-            error_log {workdir}/nginx-error.log;
-            events {{ worker_connections 1024; }}
-            http {{
-                access_log off;
-                sendfile on;
-                tcp_nopush off;
-                client_body_temp_path {workdir}/body;
-                proxy_temp_path {workdir}/proxy;
-                fastcgi_temp_path {workdir}/fastcgi;
-                uwsgi_temp_path {workdir}/uwsgi;
-                scgi_temp_path {workdir}/scgi;
-                default_type application/octet-stream;
-                server {{
-                    listen 127.0.0.1:{port};
-                    root {root};
-                    location /healthz {{ return 200 "ok"; }}
-                }}
-            }}
-            """
-        )
-    )
-    proc = subprocess.Popen(
-        [nginx, "-c", str(conf), "-g", "daemon off;"], stderr=subprocess.DEVNULL
-    )
-    wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
-    return proc
-
-
-# Both peer scripts: the imports, then their own artifact handler, then this.
-_PEER_IMPORTS = """
-import sys
-from aiohttp import web
-from mediaflow.eventloop import loop_factory
-"""
-_PEER_MAIN = """
-async def health(request):
-    return web.Response(text="ok")
-app = web.Application()
-app.router.add_get("/artifacts/{digest}", artifact)
-app.router.add_get("/healthz", health)
-factory = loop_factory()  # the loop mediaflow runs on (MEDIAFLOW_LOOP)
-web.run_app(
-    app,
-    host="127.0.0.1",
-    port=int(sys.argv[2]),
-    access_log=None,
-    print=None,
-    loop=factory() if factory else None,
-)
-"""
-
-STOCK_SERVER = (
-    _PEER_IMPORTS
-    + """
-root = sys.argv[1]
-async def artifact(request):
-    return web.FileResponse(root + "/artifacts/" + request.match_info["digest"])
-"""
-    + _PEER_MAIN
-)
-
-
-# No file at all: the 4 KiB or 64 KiB body is a constant in memory. What a handler
-# going through aiohttp's response path can reach on this machine (whole files: not measured).
-CEILING_SERVER = (
-    _PEER_IMPORTS
-    + """
-small = bytes(4096)
-block = bytes(65536)
-async def artifact(request):
-    if request.headers.get("Range"):
-        headers = {"Content-Range": "bytes 0-65535/67108864"}
-        return web.Response(body=block, status=206, headers=headers)
-    return web.Response(body=small, content_type="application/octet-stream")
-"""
-    + _PEER_MAIN
-)
-
-
-def start_stock(
-    workdir: Path, root: Path, port: int, source: str = STOCK_SERVER, name: str = "stock"
-) -> subprocess.Popen[bytes]:
-    script = workdir / f"{name}.py"
-    script.write_text(source)
-    cmd = [sys.executable, str(script), str(root), str(port)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-    wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
-    return proc
-
-
-def stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-# -- wrk -------------------------------------------------------------------------------
-
-
-def lua_scripts(workdir: Path, big: str, small: list[str]) -> dict[str, Path]:
-    ranges = workdir / "ranges.lua"
-    ranges.write_text(
-        textwrap.dedent(
-            f"""
-            math.randomseed(42)
-            local blocks = {BIG_SIZE // RANGE_SIZE}
-            request = function()
-              local first = math.random(0, blocks - 1) * {RANGE_SIZE}
-              local range = "bytes=" .. first .. "-" .. (first + {RANGE_SIZE - 1})
-              return wrk.format("GET", "/artifacts/{big}", {{["Range"] = range}})
-            end
-            """
-        )
-        + WRK_DONE
-    )
-    names = ", ".join(f'"{d}"' for d in small)
-    small_lua = workdir / "small.lua"
-    small_lua.write_text(
-        textwrap.dedent(
-            f"""
-            math.randomseed(42)
-            local names = {{{names}}}
-            request = function()
-              return wrk.format("GET", "/artifacts/" .. names[math.random(1, #names)])
-            end
-            """
-        )
-        + WRK_DONE
-    )
-    whole = workdir / "whole.lua"
-    whole.write_text(
-        f'request = function() return wrk.format("GET", "/artifacts/{big}") end\n' + WRK_DONE
-    )
-    return {"ranges": ranges, "small": small_lua, "whole": whole}
-
-
-def run_wrk(
-    port: int, script: Path, *, duration_s: float, connections: int, threads: int
-) -> WrkResult:
-    cmd = [
-        shutil.which("wrk") or "wrk",
-        f"-t{threads}",
-        f"-c{connections}",
-        f"-d{duration_s:g}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(script),
-        f"http://127.0.0.1:{port}",
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=duration_s + 60)
-    line = next(line for line in out.stdout.splitlines() if line.startswith("@@wrk "))
-    data = json.loads(line[len("@@wrk ") :])
-    seconds = data["duration_us"] / 1e6
-    errors = sum(data[k] for k in ("connect", "read", "write", "status", "timeout"))
-    return WrkResult(
-        requests_s=data["requests"] / seconds,
-        bytes_s=data["bytes"] / seconds,
-        p99_ms=data["p99_us"] / 1000,
-        errors=errors,
-    )
-
-
-# -- the PUT ---------------------------------------------------------------------------
-
-
-def rss_of(pid: int) -> int:
-    with open(f"/proc/{pid}/statm", "rb") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def measure_put(port: int, pid: int, size: int) -> dict[str, Any]:
-    """Stream ``size`` bytes (chunked) to PUT /artifacts; sample the server's RSS."""
-    chunk = random.Random(3).randbytes(MIB)
-    expected = hashlib.sha256()
-    for _ in range(size // MIB):
-        expected.update(chunk)
-    samples: list[int] = []
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            samples.append(rss_of(pid))
-            time.sleep(0.02)
-
-    def body() -> Iterator[bytes]:
-        for _ in range(size // MIB):
-            yield chunk
-
-    before = rss_of(pid)
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    try:
-        conn.request(
-            "PUT",
-            "/artifacts/sha256:" + expected.hexdigest(),
-            body=body(),
-            headers={"Content-Type": "application/octet-stream"},
-            encode_chunked=True,
-        )
-        response = conn.getresponse()
-        answer = response.read()
-    finally:
-        conn.close()
-        done.set()
-        sampler.join()
-    seconds = time.perf_counter() - started
-    if response.status != 201:
-        raise RuntimeError(f"PUT answered {response.status}: {answer[:200]!r}")
-    peak = max(samples, default=before)
-    return {
-        "bytes": size,
-        "seconds": seconds,
-        "bytes_s": size / seconds,
-        "rss_before": before,
-        "rss_peak": peak,
-        "rss_growth": peak - before,
-    }
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -425,10 +141,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results["notes"].append("wrk: unavailable (apt-get install wrk)")
     if not have_nginx:
         results["notes"].append("nginx: unavailable (apt-get install nginx-light)")
-    factory = loop_factory()
-    results["notes"].append(
-        "Python servers on " + ("asyncio's loop" if factory is None else factory.__module__)
-    )
+    loop = loop_name()
+    results["notes"].append(f"Python servers on {'asyncio' if loop == 'asyncio' else loop}'s loop")
     with tempfile.TemporaryDirectory(prefix="mf-bench-serve-") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)  # nginx's worker runs as an unprivileged user and must read it
