@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench._lib.look import Snapshot
 from bench.ipcam.cpu import Window
 from bench.ipcam.flow import IpcamFlow, flow_text, write_flow
 from bench.ipcam.hls import parse_parts
@@ -30,7 +31,6 @@ from bench.ipcam.peer import PeerCamera, PeerRun, command
 from bench.ipcam.profile import kind_of, main_thread_wall, parse
 from bench.ipcam.report import report
 from bench.ipcam.run import CameraRecord, MediaflowRun, jpeg_ages
-from bench.scale.judge import Snapshot
 from mediaflow.flows import load_flow
 
 PLAYLIST = """#EXTM3U

@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench._lib.flow_process import GcEnv
+from bench._lib.look import Snapshot, snapshot
+from bench._lib.threads import window_cpu
 from bench.scale.flow import ScaleFlow, write_flow
-from bench.scale.judge import Snapshot, judge, snapshot, sustained
-from bench.scale.profile import NATIVE, OTHER, area_of, attribute, parse_raw, window_cpu
+from bench.scale.judge import judge, sustained
+from bench.scale.profile import NATIVE, OTHER, area_of, attribute, parse_raw
 from bench.scale.run import run_rung
 from mediaflow.flows import load_flow
 

@@ -1,9 +1,12 @@
 """The bundled demo's directory (its flows, sample speech and grammar), which the
 scale, soak and speech benchmarks reuse.
 
-Kept apart from :mod:`bench._lib.common` so that the families that do not need it
-(emissions' children among them) do not import the CLI. mediaflow does not export
-the directory under a public name yet: this is the one place bench reads it.
+The demo's files ship as package data under ``mediaflow/demo/`` (README, Layout;
+``mediaflow demo --copy DIR`` writes them out): the bench reads them there, as
+files, without importing the command that runs them.
 """
 
-from mediaflow.cli.demo import DEMO_DIR as DEMO_DIR
+from importlib.resources import files
+from pathlib import Path
+
+DEMO_DIR = Path(str(files("mediaflow").joinpath("demo")))

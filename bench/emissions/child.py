@@ -58,6 +58,7 @@ async def _throughput(probe: Probe, data_dir: Path, queue_url: str | None = None
         reason=reason,
         idle_s=elapsed,
         rate=probe.n / elapsed,
+        node_buffer=session.settings.node_buffer,  # the setting it ran with
         queue_stats={
             "enqueued": stats.enqueued,
             "acked": stats.acked,

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench._lib.common import ChildRun, Json, best_and_median, mib, notable_stderr, ratio, run_child
-from mediaflow.config import EngineSettings
 
 MODULE = "bench.emissions"  # the entry point; its child_main runs each measurement
 
@@ -225,9 +224,9 @@ def targets(out: Json) -> list[Json]:
 def delivery_checks(report: Report, out: Json) -> list[str]:
     """Plain facts about delivery that a benchmark run happens to exercise."""
     problems: list[str] = []
-    buffer = EngineSettings.from_env().node_buffer
     for index, r in enumerate(report.results("throughput"), 1):
         label = f"throughput run {index}"
+        buffer = r.get("node_buffer", 256)  # MEDIAFLOW_NODE_BUFFER's default, docs/operating.md
         if r.get("duplicates"):
             problems.append(
                 f"{label}: {r['duplicates']:,} duplicate consumer runs for {r['n']:,} emissions "

@@ -34,7 +34,7 @@ from typing import Any
 import aiohttp
 
 from bench._lib.common import emit_result
-from bench.live.hls import parse_pdt
+from bench._lib.hls import parse_pdt
 
 START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 10.0

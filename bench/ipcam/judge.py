@@ -37,10 +37,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench._lib.common import percentile
+from bench._lib.look import Check, Snapshot
 from bench.ipcam.flow import IpcamFlow
 from bench.ipcam.peer import PeerRun
 from bench.ipcam.run import MediaflowRun
-from bench.scale.judge import Check, Snapshot
 
 HEADROOM = 0.9  # of the machine's cores, for mediaflow + the RTSP server
 JPEG_AGE_S = 3.0  # the newest JPEG at a look: a period (1 s), a group of pictures, slack

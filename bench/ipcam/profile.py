@@ -2,7 +2,7 @@
 
 Two looks from outside the process over the same window (``--profile``):
 
-- ``/proc/PID/task/TID/stat`` at its start and end (``bench.scale.profile.thread_cpu``):
+- ``/proc/PID/task/TID/stat`` at its start and end (``bench._lib.threads.thread_cpu``):
   the exact CPU of every thread, summed per kind by the Python name py-spy reports
   (``input rtsp://…`` capture threads, ``segments …`` and ``pictures …`` lanes, the
   ``mediaflow-io_N`` pool, ``MainThread``: the event loop); threads py-spy never named
@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.scale.profile import py_spy, thread_cpu, window_cpu
+from bench._lib.threads import py_spy, thread_cpu, window_cpu
 
 THREAD = re.compile(r"^thread \((\d+)\): ([^;]*)")
 NATIVE = "native (unnamed: FFmpeg's)"

@@ -8,7 +8,7 @@ store, no GC sweep in the run), then, in this order:
 1. waits until every camera has made a JPEG, then ``warmup_s`` more (the RTSP opens,
    the first group of pictures decoded through, the first segments and clips);
 2. looks at the flow (the API's items per port and backlogs, ``/metrics``: capture
-   losses and emit → start latency; :func:`bench.scale.judge.snapshot`) and measures
+   losses and emit → start latency; :func:`bench._lib.look.snapshot`) and measures
    the CPU of mediaflow's process tree and of the RTSP server over ``seconds``, with
    no viewer: the recording wall's own cost, the one compared with the peer (with
    ``profile``, one more such window under py-spy: :mod:`bench.ipcam.profile`);
@@ -37,13 +37,13 @@ from typing import Any
 
 from bench._lib.common import parse_result
 from bench._lib.flow_process import FlowProcess, GcEnv
+from bench._lib.look import Snapshot, snapshot
 from bench._lib.sample import scrape
 from bench.ipcam.cpu import Window, measure
 from bench.ipcam.flow import FLOW_NAME, IpcamFlow, Logged, logged, slices_of, write_flow
 from bench.ipcam.loss import Continuity, continuity
 from bench.ipcam.media import CameraMedia, mount_path, reference_slices, serve
 from bench.ipcam.profile import Profile, profile
-from bench.scale.judge import Snapshot, snapshot
 from tests.rtsp_server import RtspServer
 
 GIB = 1024**3

@@ -29,10 +29,14 @@ from pathlib import Path
 from bench._lib.sample import machine_busy, tree_cpu
 from bench.live.flow import LiveFlow
 from bench.live.hls import ListedPart, parse_playlist
-from mediaflow.live.audio import BITS_PER_CHANNEL, DEFAULT_BITS_PER_CHANNEL
 
 POLL_S = 0.005
 PEER_PLAYLIST = "peer.m3u8"
+
+# The peer encodes its sound at the bit rate per channel mediaflow's live AAC track
+# uses (mediaflow/live/audio.py), so both pay for the same encoding.
+BITS_PER_CHANNEL = {8000: 24000, 11025: 24000, 12000: 24000, 16000: 32000}
+DEFAULT_BITS_PER_CHANNEL = 64000
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ import re
 import struct
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from bench._lib.common import emit_result
+from bench._lib.hls import parse_pdt
 
 PART_TAG = "#EXT-X-PART:"
 RETRY_S = 0.25
@@ -60,11 +60,6 @@ class ListedPart:
 class Playlist:
     init: str | None
     parts: list[ListedPart]
-
-
-def parse_pdt(text: str) -> float:
-    """``EXT-X-PROGRAM-DATE-TIME``'s value as epoch seconds (``Z``, ``+00:00``, ``+0000``)."""
-    return datetime.fromisoformat(text.strip()).timestamp()
 
 
 def _sequence_number(uri: str) -> int | None:

@@ -54,10 +54,13 @@ from bench.live.flow import (
 )
 from bench.live.hls import ViewerStats, read_sidecar
 from bench.live.sync import SyncResult, analyse, anchors, decode, file_offsets
-from mediaflow.live.hub import WATCH_S
 
 GIB = 1024**3
 NO_SWEEP = GcEnv(max_bytes=2 * GIB, interval_s=3600.0, grace_s=3600.0)
+
+# How long a feed counts as watched after its last read: its sound is encoded
+# only meanwhile (docs/live-view.md, "within the last 10 s").
+WATCH_S = 10.0
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bench._lib.flow_process import FlowProcess, GcEnv
+from bench._lib.look import Check, Snapshot, snapshot
 from bench._lib.sample import cpu_seconds, machine_busy, proc_status, scrape, tree_cpu
+from bench._lib.threads import thread_cpu, window_cpu
 from bench.scale.flow import FLOW_NAME, ScaleFlow, write_flow
-from bench.scale.judge import Check, Snapshot, cores, judge, snapshot, sustained
-from bench.scale.profile import HOSTS, Profile, attribute, record, thread_cpu, window_cpu
+from bench.scale.judge import cores, judge, sustained
+from bench.scale.profile import HOSTS, Profile, attribute, record
 
 MIB = 1024 * 1024
 

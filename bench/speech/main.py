@@ -183,22 +183,26 @@ def child_flow(args: Json) -> Json:
 
 async def _flow(k: int, chunk_ms: int, audio: Path) -> Json:
     from mediaflow import EngineSettings, FlowBuilder, FlowSession
-    from mediaflow.engine.events import EventBus
 
     flow = FlowBuilder("bench-speech")
     for n in range(k):
         flow.add(f"mic{n}", "microphone", device=f"file:{audio}", chunk_ms=chunk_ms,
                  realtime=False)  # fmt: skip
         flow.add(f"asr{n}", "speech", inputs={"audio": f"mic{n}.audio"}, grammar=str(GRAMMAR))
-    bus = EventBus(history=1_000_000)
+    finals = 0
+
+    def count_final(event: Any) -> None:
+        nonlocal finals
+        finals += event.type == "transcript" and event.data["final"]
+
     with tempfile.TemporaryDirectory() as data:
-        session = FlowSession(flow.build(), Path(data), bus=bus, settings=EngineSettings.from_env())
+        session = FlowSession(flow.build(), Path(data), settings=EngineSettings.from_env())
+        session.bus.listen(count_final)
         await session.start()
         started = time.perf_counter()
         await session.wait(until_idle=True)
         wall = time.perf_counter() - started
         await session.stop()
-    finals = sum(1 for e in bus.recent(0) if e.type == "transcript" and e.data["final"])
     with wave.open(str(audio), "rb") as wav:
         audio_s = wav.getnframes() / wav.getframerate()
     return {"rtf_per_stream": wall / audio_s, "wall_s": wall, "finals": finals, "k": k}

@@ -98,25 +98,28 @@ def child_flow(args: Json) -> Json:
 
 async def _flow(k: int, seconds: float, chunk_ms: int, warmup_s: float) -> Json:
     from mediaflow import EngineSettings, FlowBuilder, FlowSession
-    from mediaflow.engine.events import EventBus
-    from mediaflow.nodes.speech_host import shared_pool
 
     flow = FlowBuilder("bench-speech-overhead")
     for n in range(k):
         flow.add(f"mic{n}", "microphone", device=f"file:{SPEECH}", chunk_ms=chunk_ms,
                  realtime=True, loop=True)  # fmt: skip
         flow.add(f"asr{n}", "speech", inputs={"audio": f"mic{n}.audio"}, grammar=str(GRAMMAR))
-    bus = EventBus(history=1_000_000)
+    heard_so_far = 0
+
+    def count_final(event: Any) -> None:
+        nonlocal heard_so_far
+        heard_so_far += event.type == "transcript" and event.data["final"]
 
     def finals() -> int:
-        return sum(1 for e in bus.recent(0) if e.type == "transcript" and e.data["final"])
+        return heard_so_far
 
     with tempfile.TemporaryDirectory() as data:
-        session = FlowSession(flow.build(), Path(data), bus=bus, settings=EngineSettings.from_env())
+        session = FlowSession(flow.build(), Path(data), settings=EngineSettings.from_env())
+        session.bus.listen(count_final)
         await session.start()
         try:
             await asyncio.sleep(warmup_s)
-            hosts = shared_pool().pids()
+            hosts = _children()
             before = _sample(hosts)
             heard = finals()
             await asyncio.sleep(seconds)
@@ -131,6 +134,24 @@ async def _flow(k: int, seconds: float, chunk_ms: int, warmup_s: float) -> Json:
     areas["speech host processes"] = (after.hosts - before.hosts) / wall
     return {"cores": own + areas["speech host processes"], "areas": areas, "finals": heard,
             "wall_s": wall, "hosts": len(hosts)}  # fmt: skip
+
+
+def _children() -> list[int]:
+    """The speech nodes' recogniser hosts: this process's children started by
+    multiprocessing's spawn (not its resource tracker; the flow starts no other)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    spawned = b"spawn_main" in fh.read()
+            except OSError:  # it ended meanwhile
+                continue
+            if parent == me and spawned:
+                found.append(int(entry))
+    return found
 
 
 class _Sample:
