@@ -15,7 +15,8 @@ import pytest
 
 from mediaflow.config import SPEECH_PROCESSES_ENV as PROCESSES_ENV
 from mediaflow.config import SpeechSettings
-from mediaflow.nodes.recognizer import RecognizerError, Result, SphinxSearch
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch
+from mediaflow.nodes.recognizer import RecognizerError, Result
 from mediaflow.nodes.speech import SpeechNode
 from mediaflow.nodes.speech_host import HostedRecognizer, HostLost, HostPool
 from mediaflow.nodes.speech_recipe import PocketSphinxRecipe

@@ -33,7 +33,9 @@ from typing import Any
 
 import pytest
 
-from mediaflow.nodes.recognizer import PocketSphinxRecognizer, Result, SphinxSearch
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch
+from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
+from mediaflow.nodes.recognizer import Result
 from mediaflow.nodes.whole_utterance import RecentAudio
 from tests.speech_corpus import gap
 from tests.test_speech_whole import assert_finals_are_whole_decodes, fresh_decode, stream_finals

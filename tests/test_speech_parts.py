@@ -17,14 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mediaflow.nodes.recognizer import (
-    PocketSphinxRecognizer,
-    RecognizerError,
-    Result,
-    SphinxSearch,
-    grammar_words,
-    resolve_vad_mode,
-)
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch, grammar_words, resolve_vad_mode
+from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
+from mediaflow.nodes.recognizer import RecognizerError, Result
 from mediaflow.nodes.speech import SpeechNode, SpeechStream
 from mediaflow.nodes.speech_audio import (
     AudioFormatError,

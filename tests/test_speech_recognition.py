@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from mediaflow import FlowBuilder
-from mediaflow.nodes.recognizer import PocketSphinxRecognizer, SphinxSearch
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch
+from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
 from mediaflow.nodes.speech import SpeechStream, Transcript
 from tests.speech_helpers import (
     GRAMMAR,

@@ -23,7 +23,9 @@ import pytest
 
 from bench.speech.wer import wer, word_errors
 from devices.audio_chunks import pcm_wav
-from mediaflow.nodes.recognizer import PocketSphinxRecognizer, Result, SphinxSearch, sphinx_config
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch, sphinx_config
+from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
+from mediaflow.nodes.recognizer import Result
 from mediaflow.nodes.speech import SpeechNode, SpeechStream, Transcript
 from mediaflow.nodes.whole_utterance import UtteranceAudio
 from tests.speech_corpus import Corpus, join, load_corpus

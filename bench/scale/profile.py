@@ -34,7 +34,10 @@ AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("JPEG encode (libjpeg-turbo)", ("connectors/_jpeg.py", "simplejpeg")),
     ("H.264 segments: encode and mux", ("connectors/_segments.py",)),
     ("cameras: capture and decode", ("devices/video_input.py",)),
-    ("speech recognition (pocketsphinx)", ("nodes/speech", "nodes/recognizer", "utterance")),
+    (
+        "speech recognition (pocketsphinx)",
+        ("nodes/speech", "nodes/recognizer", "nodes/pocketsphinx", "utterance"),
+    ),
     ("recorder: clip mux", ("nodes/recorder",)),
     ("microphones: read and chunk", ("devices/audio", "connectors/_audio", "microphone.py")),
     ("store: hash, write, fsync", ("mediaflow/store/",)),

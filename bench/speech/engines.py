@@ -117,7 +117,7 @@ def child_whole(args: Json) -> Json:
         return {"texts": texts}
     import importlib
 
-    from mediaflow.nodes.recognizer import SphinxSearch, sphinx_config
+    from mediaflow.nodes.pocketsphinx_config import SphinxSearch, sphinx_config
 
     texts = []
     for pcm in speech.pcms:
@@ -195,7 +195,7 @@ def _bare_recognizer(engine: str) -> Any:
         from mediaflow.nodes.whisper_engine import WhisperSettings
 
         return WhisperSettings().build()
-    from mediaflow.nodes.recognizer import SphinxSearch
+    from mediaflow.nodes.pocketsphinx_config import SphinxSearch
     from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
 
     return PocketSphinxRecipe(SphinxSearch()).build()

@@ -60,7 +60,8 @@ DECODER_MIB = {"grammar": 28, "lm": 92}  # measured RSS per decoder, for the mem
 
 
 def new_stream(mode: str) -> Any:
-    from mediaflow.nodes.recognizer import PocketSphinxRecognizer, SphinxSearch
+    from mediaflow.nodes.pocketsphinx_config import SphinxSearch
+    from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
     from mediaflow.nodes.speech import SpeechStream
 
     search = SphinxSearch(grammar=GRAMMAR.read_text()) if mode == "grammar" else SphinxSearch()

@@ -5,7 +5,7 @@ Each repetition runs two children, one after the other, on the demo's speech
 (``mediaflow/demo/speech/commands.wav``, looped) in 100 ms chunks, paced in real
 time:
 
-- ``overhead_bare``: K :class:`~mediaflow.nodes.recognizer.PocketSphinxRecognizer`
+- ``overhead_bare``: K :class:`~mediaflow.nodes.pocketsphinx_engine.PocketSphinxRecognizer`
   built from the node's own recipe (the demo grammar, partials, finals decoded
   whole) fed the same 16 kHz chunks in one process: no store, queue, engine,
   WAV or pipe. Its CPU is the recogniser's.
@@ -51,7 +51,7 @@ THREAD_GROUPS = (
 
 
 def _recipe() -> Any:
-    from mediaflow.nodes.recognizer import SphinxSearch
+    from mediaflow.nodes.pocketsphinx_config import SphinxSearch
     from mediaflow.nodes.speech import SpeechNode
     from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
 

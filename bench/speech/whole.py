@@ -45,7 +45,7 @@ VARIANTS = {
 
 
 def _search(grammar: str | None) -> Any:
-    from mediaflow.nodes.recognizer import SphinxSearch
+    from mediaflow.nodes.pocketsphinx_config import SphinxSearch
 
     return SphinxSearch(grammar=grammar) if grammar is not None else SphinxSearch()
 
@@ -54,7 +54,7 @@ def decode_stream(
     pcm: bytes, grammar: str | None, chunk_ms: int, **options: Any
 ) -> tuple[list[Any], float, float]:
     """(finals, thread CPU seconds, longest push in seconds) for ``pcm``."""
-    from mediaflow.nodes.recognizer import PocketSphinxRecognizer
+    from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
     from mediaflow.nodes.speech import SpeechStream
 
     recognizer = PocketSphinxRecognizer(_search(grammar), **options)
@@ -150,7 +150,7 @@ def cost_table(report: Json) -> str:
 def _fresh_whole(grammar: str | None, pcm: bytes) -> str:
     import importlib
 
-    from mediaflow.nodes.recognizer import sphinx_config
+    from mediaflow.nodes.pocketsphinx_config import sphinx_config
 
     search = _search(grammar)
     decoder = importlib.import_module("pocketsphinx").Decoder(**sphinx_config(search))

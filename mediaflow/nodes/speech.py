@@ -7,9 +7,10 @@ while it is spoken (only when it changes). Each is also published as a
 ``transcript`` event with ``port``, ``text``, ``final`` and ``start``/``end``: seconds on
 the stream's clock (chunk ``pts``; counted samples when a chunk has none).
 
-The recogniser (see :mod:`mediaflow.nodes.recognizer`) is pocketsphinx with its
-bundled en-us model unless ``engine`` names another. It is stateful, not
-thread-safe and CPU-bound: the node calls it from one thread of its own. And
+The recogniser (see :mod:`mediaflow.nodes.recognizer`) is pocketsphinx
+(:mod:`mediaflow.nodes.pocketsphinx_engine`) with its bundled en-us model unless
+``engine`` names another. It is stateful, not thread-safe and CPU-bound: the node
+calls it from one thread of its own. And
 pocketsphinx keeps the GIL inside each call, so by default (``isolate =
 "process"``) the recogniser lives in a host process shared with other speech
 nodes (:mod:`mediaflow.nodes.speech_host`) and the node's thread waits on a pipe,
@@ -92,12 +93,8 @@ from typing import Any, ClassVar, TypeVar
 
 from mediaflow.media import MediaError, MediaRef
 from mediaflow.node import Context, Node
-from mediaflow.nodes.recognizer import (
-    Recognizer,
-    RecognizerError,
-    SphinxSearch,
-    resolve_vad_mode,
-)
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch, resolve_vad_mode
+from mediaflow.nodes.recognizer import Recognizer, RecognizerError
 from mediaflow.nodes.speech_audio import (
     AudioFormatError,
     is_wav_media_type,

@@ -13,13 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mediaflow.nodes.recognizer import (
-    PocketSphinxRecognizer,
-    Recognizer,
-    RecognizerError,
-    SphinxSearch,
-    load_engine,
-)
+from mediaflow.nodes.pocketsphinx_config import SphinxSearch
+from mediaflow.nodes.pocketsphinx_engine import PocketSphinxRecognizer
+from mediaflow.nodes.recognizer import Recognizer, RecognizerError, load_engine
 from mediaflow.nodes.whisper_engine import WhisperSettings
 from mediaflow.nodes.whole_utterance import (
     DEFAULT_MAX_UTTERANCE_S,
