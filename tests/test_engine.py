@@ -226,10 +226,8 @@ class AnswerHeldBack(SqliteQueue):
         self.holding = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def claim(
-        self, consumer: str, wants: Mapping[StreamKey, int], *, block_ms: int = 0
-    ) -> list[WorkItem]:
-        items = await super().claim(consumer, wants, block_ms=block_ms)
+    async def claim(self, consumer: str, wants: Mapping[StreamKey, int]) -> list[WorkItem]:
+        items = await super().claim(consumer, wants)
         if items and self.armed:
             self.armed = False
             self.holding.set()

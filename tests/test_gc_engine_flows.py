@@ -326,10 +326,8 @@ class SpyQueue(SqliteQueue):
             self.commits.append((list(ack), dict(latest or {})))
         return claimed
 
-    async def claim(
-        self, consumer: str, wants: Mapping[StreamKey, int], *, block_ms: int = 0
-    ) -> list[WorkItem]:
-        claimed = await super().claim(consumer, wants, block_ms=block_ms)
+    async def claim(self, consumer: str, wants: Mapping[StreamKey, int]) -> list[WorkItem]:
+        claimed = await super().claim(consumer, wants)
         self.stored.extend(claimed)
         return claimed
 

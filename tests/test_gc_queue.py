@@ -71,7 +71,6 @@ async def test_live_digests_cover_every_state_dead_letters_and_latest(
 ) -> None:
     await queue.enqueue([emission(A, "ready")])
     await queue.enqueue([emission(B, "pending")], claim_for="c")
-    await queue.enqueue([emission(A, "delayed", delay_s=3600)])
     await queue.park("f2")
     await queue.enqueue([emission(OTHER, "parked")], claim_for="c")
     await dead(queue, C, ["dead"])
@@ -90,7 +89,7 @@ async def test_live_digests_cover_every_state_dead_letters_and_latest(
 
     found = await live(queue, batch=2)
 
-    names = ["ready", "pending", "delayed", "parked", "dead", "latest", "nested1", "nested2"]
+    names = ["ready", "pending", "parked", "dead", "latest", "nested1", "nested2"]
     assert found == {digest(n) for n in names}
 
 
@@ -256,13 +255,13 @@ async def test_forget_flow_drops_its_latest_values_and_dead_letters(queue: WorkQ
     assert await queue.forget_flow("never-seen") == {"latest": 0, "dead_letters": 0}
 
 
-@pytest.mark.parametrize("state", ["ready", "pending", "delayed", "parked"])
+@pytest.mark.parametrize("state", ["ready", "pending", "parked"])
 async def test_forget_flow_refuses_while_items_wait(queue: WorkQueue, state: str) -> None:
     await queue.put_latest({("f1", "cam", "image"): digest("latest")})
     if state == "parked":
         await queue.park("f1")
     await queue.enqueue(
-        [emission(A, "waiting", delay_s=3600 if state == "delayed" else 0.0)],
+        [emission(A, "waiting")],
         claim_for="c" if state in ("pending", "parked") else None,
     )
 

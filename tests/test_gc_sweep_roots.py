@@ -76,10 +76,6 @@ async def claimed(env: GcEnv, ref: MediaRef) -> None:
     await env.claim(ref)
 
 
-async def delayed(env: GcEnv, ref: MediaRef) -> None:
-    await env.emit(ref, delay_s=7 * DAY_S)
-
-
 async def parked(env: GcEnv, ref: MediaRef) -> None:
     await env.queue.park(STREAM.flow)
     await env.emit(ref)
@@ -106,7 +102,6 @@ async def hold(env: GcEnv, ref: MediaRef) -> None:
     [
         ready,
         claimed,
-        delayed,
         parked,
         dead_letter,
         latest,

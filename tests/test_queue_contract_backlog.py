@@ -1,5 +1,5 @@
 """The work-queue contract of what waits in the queue, run against every backend in
-``QUEUE_BACKENDS``: stale claims reclaimed, delayed items, dead letters, the
+``QUEUE_BACKENDS``: stale claims reclaimed, dead letters, the
 backlog, parked flows, the stats, and all of it across a close and reopen.
 
 Each test uses the ``queue`` fixture (one opened handle) and, where a reopen is
@@ -12,7 +12,6 @@ Handing work out (enqueue, claim, ack, touch, release) is tested in
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -52,12 +51,13 @@ async def test_reclaim_stale_makes_items_ready_and_counts_the_redelivery(
     assert (await queue.stats()).redelivered == 2
 
 
-async def test_reclaim_stale_for_a_consumer_claims_them_for_it(queue: WorkQueue) -> None:
+async def test_reclaimed_items_go_to_the_next_claimer(queue: WorkQueue) -> None:
     await fill(queue, A, 2)
     stale = await queue.claim("crashed", {A: 2})
     await asyncio.sleep(PAST_IDLE_S)
 
-    reclaimed = await queue.reclaim_stale(IDLE_MS, consumer="rescuer")
+    await queue.reclaim_stale(IDLE_MS)
+    reclaimed = await queue.claim("rescuer", {A: 5})
 
     assert ids(reclaimed) == ids(stale)
     assert [(i.seq, i.deliveries, i.payload) for i in reclaimed] == [
@@ -68,22 +68,6 @@ async def test_reclaim_stale_for_a_consumer_claims_them_for_it(queue: WorkQueue)
     assert await queue.touch("crashed", ids(reclaimed)) == 0
     assert await queue.claim("other", {A: 5}) == []
     assert (await queue.stats()).redelivered == 2
-
-
-# -- delayed items -------------------------------------------------------------
-
-
-async def test_delayed_items_wait_for_move_due(queue: WorkQueue) -> None:
-    now = time.time()
-    await queue.enqueue([new(A, 0, delay_s=60.0), new(A, 1)])
-    assert ns(await queue.claim("c", {A: 5})) == [1]
-
-    cases: list[tuple[float, int]] = [(now, 0), (now + 59.0, 0), (now + 61.0, 1), (now + 61.0, 0)]
-    for at, moved in cases:
-        assert await queue.move_due(at) == moved, at
-
-    [late] = await queue.claim("c", {A: 5})
-    assert (late.payload, late.seq, late.deliveries) == ({"n": 0}, 1, 1)
 
 
 # -- dead letters --------------------------------------------------------------
@@ -120,7 +104,6 @@ async def test_dead_letter_takes_an_item_out_of_circulation(queue: WorkQueue) ->
 
 async def test_backlog_counts_waiting_work_per_stream(queue: WorkQueue) -> None:
     a_items = await fill(queue, A, 4)
-    await queue.enqueue([new(A, 9, delay_s=60.0)])
     b_items = await fill(queue, B, 2)
     c_items = await fill(queue, C, 1)
     await queue.claim("c", {A: 1, B: 2, C: 1})
@@ -129,10 +112,10 @@ async def test_backlog_counts_waiting_work_per_stream(queue: WorkQueue) -> None:
     backlog = await queue.backlog()
 
     assert {s: b for s, b in backlog.items() if b.total} == {
-        A: StreamBacklog(ready=3, pending=1, delayed=1, oldest_enqueued_at=a_items[0].enqueued_at),
+        A: StreamBacklog(ready=3, pending=1, delayed=0, oldest_enqueued_at=a_items[0].enqueued_at),
         B: StreamBacklog(ready=0, pending=2, delayed=0, oldest_enqueued_at=b_items[0].enqueued_at),
     }
-    assert {f: n for f, n in (await queue.backlog_flows()).items() if n} == {"f1": 7}
+    assert {f: n for f, n in (await queue.backlog_flows()).items() if n} == {"f1": 6}
 
 
 async def test_backlog_of_an_empty_queue(queue: WorkQueue) -> None:
@@ -231,5 +214,6 @@ async def test_closed_and_reopened_queue_keeps_its_state(queue_backend: QueueBac
     assert await second.ack(ids(third)) == 1
     assert await second.touch("c", [pending[1].entry_id]) == 1
     await asyncio.sleep(PAST_IDLE_S)
-    assert ids(await second.reclaim_stale(IDLE_MS, consumer="d")) == [pending[1].entry_id]
+    assert ids(await second.reclaim_stale(IDLE_MS)) == [pending[1].entry_id]
+    assert ids(await second.claim("d", {A: 5})) == [pending[1].entry_id]
     assert [i.seq for i in await fill(second, A, 1)] == [4]

@@ -177,7 +177,8 @@ async def test_ack_removes_items_whoever_holds_them(queue: WorkQueue) -> None:
     await fill(queue, A, 1)
     [item] = await queue.claim("first", {A: 1})
     await asyncio.sleep(PAST_IDLE_S)
-    [again] = await queue.reclaim_stale(IDLE_MS, consumer="second")
+    await queue.reclaim_stale(IDLE_MS)
+    [again] = await queue.claim("second", {A: 1})
 
     assert await queue.ack([item.entry_id]) == 1
     assert await queue.touch("second", [again.entry_id]) == 0
@@ -271,7 +272,6 @@ async def test_claim_for_claims_new_items_in_the_same_call(queue: WorkQueue) -> 
     ("setup", "item_options", "claimed"),
     [
         ("nothing", {}, True),
-        ("nothing", {"delay_s": 5.0}, False),  # delayed items are never claimed here
         ("nothing", {"claim": False}, False),  # the caller said no
         ("older ready", {}, False),  # it would overtake the older item
         ("older pending", {}, True),  # in flight already: order is kept
@@ -315,55 +315,3 @@ async def test_parked_items_enqueued_with_claim_for_wait_for_unpark(queue: WorkQ
     await queue.unpark(A.flow)
 
     assert ids(await queue.claim("me", {A: 5})) == [item.entry_id]
-
-
-# -- blocking claims -----------------------------------------------------------
-
-
-async def test_blocking_claim_wakes_when_another_handle_enqueues(
-    queue_backend: QueueBackend,
-) -> None:
-    consumer, producer = queue_backend.open(), queue_backend.open()
-
-    async def enqueue_later() -> None:
-        await asyncio.sleep(0.1)
-        await fill(producer, A, 1)
-
-    started = time.monotonic()
-    claimed, _ = await asyncio.gather(consumer.claim("c", {A: 1}, block_ms=5000), enqueue_later())
-
-    assert ns(claimed) == [0]
-    assert time.monotonic() - started < 2.0
-
-
-async def test_blocking_claim_wakes_on_its_own_handles_enqueue(queue: WorkQueue) -> None:
-    async def enqueue_later() -> None:
-        await asyncio.sleep(0.05)
-        await fill(queue, A, 1)
-
-    started = time.monotonic()
-    claimed, _ = await asyncio.gather(queue.claim("c", {A: 1}, block_ms=5000), enqueue_later())
-
-    assert ns(claimed) == [0]
-    assert time.monotonic() - started < 2.0
-
-
-async def test_blocking_claim_gives_up_after_block_ms(queue: WorkQueue) -> None:
-    await fill(queue, B, 1)  # work elsewhere does not wake it
-    ticks = 0
-
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    ticker = asyncio.create_task(tick())
-    started = time.monotonic()
-    claimed = await queue.claim("c", {A: 1}, block_ms=200)
-    elapsed = time.monotonic() - started
-    ticker.cancel()
-
-    assert claimed == []
-    assert 0.18 <= elapsed < 1.0
-    assert ticks >= 5  # the event loop kept running

@@ -5,7 +5,6 @@ batch, run against every backend in ``QUEUE_BACKENDS`` like
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Sequence
@@ -108,7 +107,6 @@ async def test_commit_without_claim_for_claims_nothing(queue: WorkQueue) -> None
         ("nothing", True),
         ("older ready", False),  # another handle's leftovers: not overtaken
         ("older released", False),  # handed back by its consumer: first in line again
-        ("older delayed", True),  # not claimable yet: nothing to overtake
         ("older pending", True),  # in flight already: order is kept
         ("flow parked", False),
         ("flow parked with steps", False),
@@ -124,10 +122,6 @@ async def test_commit_keeps_order_and_parking(
     elif setup == "older released":
         [held] = await other.enqueue([new(A, -1)], claim_for="someone")
         await other.release([held.entry_id])
-    elif setup == "older delayed":
-        await fill(other, A, 1, start=-1)
-        await other.claim("someone", {A: 1})
-        await other.enqueue([new(A, -2, delay_s=60.0)])
     elif setup == "older pending":
         await fill(other, A, 1, start=-1)
         await other.claim("someone", {A: 1})
@@ -321,29 +315,3 @@ async def test_seqs_continue_after_a_commit_acks_everything(queue: WorkQueue) ->
 
     assert [i.seq for i in after] == [4]
     assert (await queue.stats()).acked == 3
-
-
-# -- waking blocked claims -----------------------------------------------------
-
-
-@pytest.mark.parametrize("same_handle", [True, False])
-async def test_blocking_claim_wakes_on_a_commit(
-    queue_backend: QueueBackend, same_handle: bool
-) -> None:
-    consumer = queue_backend.open()
-    producer = consumer if same_handle else queue_backend.open()
-
-    async def commit_later() -> None:
-        await asyncio.sleep(0.05)
-        # Claimed at once for someone else: nothing to wake for yet.
-        await producer.commit([run(A, 0, claim=1)], claim_for="someone")
-        await asyncio.sleep(0.05)
-        await producer.commit([run(B, 1)])
-
-    started = time.monotonic()
-    claimed, _ = await asyncio.gather(
-        consumer.claim("c", {A: 1, B: 1}, block_ms=5000), commit_later()
-    )
-
-    assert ns(claimed) == [1]
-    assert time.monotonic() - started < 2.0

@@ -8,8 +8,8 @@ into ``store.sqlite3`` with the store's own schema; every artifact created and
 saved 15-30 days ago, so all are past any grace). A fraction (``--referenced``,
 10 %) is referenced from the queue through :class:`SqliteQueue`'s real API, the
 way the engine stores them (``{"value": {"$ref": {digest, media_type, size,
-meta}}}``): ready, claimed (pending) and delayed emission items, dead letters
-and latest values. Building it is not timed (its time is printed).
+meta}}}``): ready and claimed (pending) emission items, dead letters and
+latest values. Building it is not timed (its time is printed).
 
 Then, ``--runs`` times, each on a fresh ``cp -a`` copy of that store:
 

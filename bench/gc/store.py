@@ -127,43 +127,32 @@ def _write_files(
 
 
 async def fill_queue(data_dir: Path, refs: list[Ref], rng: random.Random) -> Json:
-    """Reference ``refs`` from the queue: 1 % dead letters, 0.5 % latest values, 5 %
-    delayed and 10 % claimed (pending) items, the rest ready items; 16 streams."""
+    """Reference ``refs`` from the queue: 1 % dead letters, 0.5 % latest values,
+    10 % claimed (pending) items, the rest ready items; 16 streams."""
     from mediaflow.queue import NewItem, SqliteQueue, StreamKey
 
     shuffled = list(refs)
     rng.shuffle(shuffled)
     total = len(shuffled)
     n_dead, n_latest = max(1, total // 100), max(1, total // 200)
-    n_delayed, n_pending = total // 20, total // 10
+    n_pending = total // 10
     dead = shuffled[:n_dead]
     latest = shuffled[n_dead : n_dead + n_latest]
     rest = shuffled[n_dead + n_latest :]
-    delayed, pending, ready = (
-        rest[:n_delayed],
-        rest[n_delayed : n_delayed + n_pending],
-        rest[n_delayed + n_pending :],
-    )
+    pending, ready = rest[:n_pending], rest[n_pending:]
     streams = [StreamKey(f"flow{f}", f"node{k}") for f in range(4) for k in range(4)]
     now = time.time()
 
-    def item(ref: Ref, stream: StreamKey, delay_s: float = 0.0) -> NewItem:
+    def item(ref: Ref, stream: StreamKey) -> NewItem:
         body = {"src": "camera", "port": "frame", "value": ref.to_value(), "at": now}
-        return NewItem(stream, "emission", body, delay_s=delay_s)
+        return NewItem(stream, "emission", body)
 
     queue = SqliteQueue.in_dir(data_dir)
     try:
-        for group, delay_s, claim_for in (
-            (ready, 0.0, None),
-            (delayed, DAY_S, None),
-            (pending, 0.0, "bench-consumer"),
-        ):
+        for group, claim_for in ((ready, None), (pending, "bench-consumer")):
             for start in range(0, len(group), ENQUEUE_BATCH):
                 batch = group[start : start + ENQUEUE_BATCH]
-                items = [
-                    item(r, streams[(start + j) % len(streams)], delay_s)
-                    for j, r in enumerate(batch)
-                ]
+                items = [item(r, streams[(start + j) % len(streams)]) for j, r in enumerate(batch)]
                 await queue.enqueue(items, claim_for=claim_for)
         failing = StreamKey("flowdead", "sink")
         for start in range(0, len(dead), ENQUEUE_BATCH):
@@ -186,7 +175,6 @@ async def fill_queue(data_dir: Path, refs: list[Ref], rng: random.Random) -> Jso
     return {
         "ready": len(ready),
         "pending": len(pending),
-        "delayed": len(delayed),
         "dead_letters": len(dead),
         "latest": len(latest),
     }

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, Protocol
 
@@ -49,8 +48,6 @@ class LoopHost(Protocol):
     def claim_failed(self) -> None: ...
 
     def held_ids(self) -> list[str]: ...
-
-    def streams(self) -> frozenset[StreamKey]: ...
 
     def mark_behind(self, streams: frozenset[StreamKey]) -> None: ...
 
@@ -222,12 +219,8 @@ class BackgroundLoops:
 
     async def reclaim_once(self) -> None:
         released = await self._queue.reclaim_stale(self._settings.lease_ms)
-        moved = await self._queue.move_due(time.time())
-        streams = {item.stream for item in released}
-        if moved:
-            streams |= self._host.streams()
-        if streams:
-            self._host.mark_behind(frozenset(streams))
+        if released:
+            self._host.mark_behind(frozenset(item.stream for item in released))
 
     async def sample_backlog_once(self) -> None:
         self._host.backlog_sampled(await self._queue.backlog_flows())

@@ -85,7 +85,7 @@ class ItemsArrivedTick:
 
 @dataclass(frozen=True, slots=True)
 class BacklogBehindTick:
-    """Work for ``streams`` waits on disk again (a reclaim, delayed items due)."""
+    """Work for ``streams`` waits on disk again (a reclaim handed it back)."""
 
     streams: frozenset[StreamKey]
     type: Literal["backlog_behind"] = "backlog_behind"

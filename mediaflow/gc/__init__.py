@@ -5,7 +5,7 @@ a sweep keeps every *root* and takes the rest:
 
 - a keep (``run_artifact``): a recording (``ctx.more.keep``, until the flow's
   ``retention_days``) or a hold (``ctx.more.hold``: a node still uses it);
-- a live message: a queued, claimed, delayed, parked or dead-lettered item, or
+- a live message: a queued, claimed, parked or dead-lettered item, or
   a latest value, asked of the queue backend through its contract;
 - the grace period: anything saved (or saved again) in the last
   ``ARTIFACT_GC_GRACE_S``;

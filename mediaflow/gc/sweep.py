@@ -6,7 +6,7 @@ One sweep, in order:
    (:mod:`mediaflow.gc.plan`); choose the cutoff from them and the grace.
 2. Note the recordings whose keep ran out (``retention_days``), then drop
    every expired keep.
-3. Read the live set: every digest a queued, claimed, delayed, parked or
+3. Read the live set: every digest a queued, claimed, parked or
    dead-lettered item or a latest value holds, from one snapshot of the queue
    backend (:meth:`~mediaflow.queue.contract.Retention.live_digests`), into a
    table on disk.

@@ -7,11 +7,10 @@ order they were enqueued (``seq`` grows by one per item in a stream).
 
 Delivery is at-least-once: a claimed item stays pending until ``ack``; a
 consumer keeps it alive with ``touch``; ``reclaim_stale`` hands items whose
-consumer stopped touching them to another consumer, counting one more
-delivery. Items enqueued with ``delay_s`` wait in a delayed set until
-``move_due`` makes them claimable. A parked flow's items are not claimed
-until it is unparked (``unpark(flow, steps=n)`` lets exactly ``n`` more
-through, for single-stepping).
+consumer stopped touching them back to ready, and the next claim counts one
+more delivery. A parked flow's items are not claimed until it is unparked
+(``unpark(flow, steps=n)`` lets exactly ``n`` more through, for
+single-stepping).
 
 Emissions arrive in group commits (:meth:`WorkQueue.commit`): runs of values
 per edge, claimed, acked and recorded as latest values in one transaction, so
@@ -144,20 +143,14 @@ class Delivery(Protocol):
         """
         ...
 
-    async def claim(
-        self,
-        consumer: str,
-        wants: Mapping[StreamKey, int],
-        *,
-        block_ms: int = 0,
-    ) -> list[WorkItem]:
-        """Claim up to ``wants[stream]`` ready items from each stream, oldest first.
+    async def claim(self, consumer: str, wants: Mapping[StreamKey, int]) -> list[WorkItem]:
+        """Claim up to ``wants[stream]`` ready items from each stream, oldest first;
+        never waits for work (``[]`` when none is ready).
 
         Skips parked flows (except for the steps an ``unpark`` allowed), and
         streams another consumer holds a live :meth:`lease` on: a claim sent before
         the lease moved must not read past what the new holder was handed back
-        (the same holds for claiming at enqueue). With ``block_ms`` > 0 waits up to
-        that long for work when none is ready.
+        (the same holds for claiming in a commit).
         """
         ...
 
@@ -172,13 +165,10 @@ class Delivery(Protocol):
         """Reset the idle time of items ``consumer`` holds; return how many it still holds."""
         ...
 
-    async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
-        """Release items idle for at least ``idle_ms``.
-
-        Without ``consumer`` they become ready again for whoever claims next;
-        with it they are claimed for ``consumer`` (like XAUTOCLAIM), which
-        counts one more delivery at once. Either way returns them, in stream
-        order, with ``deliveries`` as now stored.
+    async def reclaim_stale(self, idle_ms: int) -> list[WorkItem]:
+        """Release items idle for at least ``idle_ms``: they become ready again
+        for whoever claims next, which counts one more delivery. Returns them, in
+        stream order, with ``deliveries`` as now stored (the next claim adds one).
         """
         ...
 
@@ -196,10 +186,6 @@ class Delivery(Protocol):
         e.g. a killed process on this host); the next claim counts a redelivery.
         Every delivery stays counted: nothing tells which items the dead
         consumer had started. Its leases and memberships go too."""
-        ...
-
-    async def move_due(self, now: float) -> int:
-        """Make delayed items whose time has come claimable; return how many moved."""
         ...
 
 
@@ -336,8 +322,8 @@ class Retention(Protocol):
 
         A digest is any ``sha256:`` + 64 lowercase hex string anywhere in the
         stored JSON (conservative: something that merely looks like one is
-        kept too) of items in every state (ready, pending, delayed, parked
-        flows' included), dead letters and latest values.
+        kept too) of items in every state (ready, pending, parked flows'
+        included), dead letters and latest values.
 
         The whole answer comes from ONE consistent snapshot of the backend,
         taken before the first list is yielded: a node that forwards a

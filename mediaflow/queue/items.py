@@ -48,7 +48,6 @@ class NewItem:
     stream: StreamKey
     kind: ItemKind
     payload: Mapping[str, Any]
-    delay_s: float = 0.0
     claim: bool = True
 
 
@@ -138,7 +137,11 @@ class DeadLetter:
 @dataclass(frozen=True)
 class StreamBacklog:
     """Waiting work of one stream: ``ready`` (claimable), ``pending`` (claimed,
-    not acked), ``delayed``, and the enqueue time of the oldest unacked item."""
+    not acked), and the enqueue time of the oldest unacked item.
+
+    ``delayed`` is always 0: no item is enqueued for later any more (issue 26
+    removed the option, which had no production caller). It stays because the
+    HTTP API's backlog and the metrics report it."""
 
     ready: int = 0
     pending: int = 0

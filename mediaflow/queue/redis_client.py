@@ -30,7 +30,7 @@ connections) is reported too; no command here blocks on the server
 
 SCRIPTS: Final = (
     "ENQUEUE", "CLAIM", "ACK", "PUT_LATEST", "TOUCH", "RELEASE", "RELEASE_CONSUMER",
-    "RECLAIM", "DEAD_LETTER", "MOVE_DUE", "BACKLOG", "TRIM_DEAD", "FORGET_FLOW", "LEASE",
+    "RECLAIM", "DEAD_LETTER", "BACKLOG", "TRIM_DEAD", "FORGET_FLOW", "LEASE",
     "DROP_CONSUMER", "REQUEUE_DEAD", "DELETE_DEAD",
 )  # fmt: skip
 

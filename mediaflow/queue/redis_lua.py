@@ -11,9 +11,8 @@ Layout under a key prefix ``P`` (see :mod:`mediaflow.queue.redis_queue`):
 * An item is *claimed* while it is pending to a real consumer. It is *ready*
   when it was never delivered (after the group's last-delivered id) or is
   pending to the pseudo-consumer ``~ready`` (released or reclaimed: always
-  older than every never-delivered item, so ``~ready`` goes first). It is
-  *delayed* while pending to ``~delayed``, its due time in the sorted set
-  ``P:due``. A delivery count of 0 marks a pseudo-consumer's item as never run.
+  older than every never-delivered item, so ``~ready`` goes first). A
+  delivery count of 0 marks a ``~ready`` item as never run.
 * ``P:streams`` (set of stream names), ``P:parked`` (flow -> steps, ``""`` for
   none), ``P:latest:<flow>`` (``node.port`` -> JSON), ``P:dead:<flow>`` (a
   stream of dead letters) and ``P:deadflows``, ``P:stats`` (counters).
@@ -36,7 +35,7 @@ local GROUP = 'mf'
 local function skey(name) return P .. ':s:' .. name end
 -- A stream's name is flow/node; a node id never holds a '/', a flow's name may.
 local function flow_of(name) return string.match(name, '^(.*)/[^/]*$') end
-local function is_pseudo(c) return c == '~ready' or c == '~delayed' end
+local function is_pseudo(c) return c == '~ready' end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -121,8 +120,8 @@ local function undelivered_to_ready(key)
   end
 end
 local function ack_ids(first, count)
-  -- ARGV[first..]: name, id pairs. Pending items go, whoever holds them; ready,
-  -- delayed and unknown ones are left alone and not counted.
+  -- ARGV[first..]: name, id pairs. Pending items go, whoever holds them; ready
+  -- and unknown ones are left alone and not counted.
   local acked = 0
   for i = first, first + 2 * count - 1, 2 do
     local name, id = ARGV[i], ARGV[i + 1]
@@ -148,8 +147,8 @@ end
 """
 
 # ARGV: P, now, claim_for ("" for none), n, then per item: name, kind, payload,
-# delay_s, claim (1/0); then n_acks, (name, id)*; then n_latest, (flow, field,
-# value)*. Returns per item: seq, deliveries (1 claimed, 0 left ready or delayed),
+# claim (1/0); then n_acks, (name, id)*; then n_latest, (flow, field,
+# value)*. Returns per item: seq, deliveries (1 claimed, 0 left ready),
 # then the number acked.
 ENQUEUE: Final = (
     PRELUDE
@@ -172,8 +171,8 @@ end
 local i = 5
 for _ = 1, n do
   local name, kind, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local delay, want = tonumber(ARGV[i + 3]), ARGV[i + 4] == '1'
-  i = i + 5
+  local want = ARGV[i + 3] == '1'
+  i = i + 4
   local key = ensure_stream(name)
   if claimable[name] == nil then
     claimable[name] = claim_for ~= '' and not parked(flow_of(name)) and not has_ready(key, name)
@@ -183,21 +182,12 @@ for _ = 1, n do
   local seq = redis.call('HINCRBY', P .. ':seq', name, 1)
   local id = seq .. '-0'
   local delivered = 0
-  if delay > 0 then
-    claim_now(name)
-    undelivered_to_ready(key)
-    redis.call('XADD', key, id, 'k', kind, 'p', payload, 't', NOW)
-    redis.call('XREADGROUP', 'GROUP', GROUP, '~delayed', 'COUNT', 1, 'STREAMS', key, '>')
-    redis.call('XCLAIM', key, GROUP, '~delayed', 0, id, 'RETRYCOUNT', 0, 'JUSTID')
-    redis.call('ZADD', P .. ':due', tonumber(NOW) + delay, name .. '/' .. seq)
+  redis.call('XADD', key, id, 'k', kind, 'p', payload, 't', NOW)
+  if claimable[name] and want then
+    to_claim[name] = (to_claim[name] or 0) + 1
+    delivered = 1
   else
-    redis.call('XADD', key, id, 'k', kind, 'p', payload, 't', NOW)
-    if claimable[name] and want then
-      to_claim[name] = (to_claim[name] or 0) + 1
-      delivered = 1
-    else
-      claimable[name] = false
-    end
+    claimable[name] = false
   end
   if note then gc_note(payload) end
   out[#out + 1] = seq

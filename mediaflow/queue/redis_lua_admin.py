@@ -1,6 +1,6 @@
 """The Lua scripts of the Redis backend off the hot path: handing items back,
-reclaiming, dead letters (and an operator's requeue and delete of one), delayed
-items, the backlog and the storage lifecycle.
+reclaiming, dead letters (and an operator's requeue and delete of one), the
+backlog and the storage lifecycle.
 
 See :mod:`mediaflow.queue.redis_lua` for the layout and the shared prelude.
 """
@@ -55,32 +55,25 @@ return released
 """
 )
 
-# ARGV: P, now, idle_ms, consumer ("" for none). Items idle that long go to the
-# consumer (one more delivery) or back to ~ready (counted at the next claim).
+# ARGV: P, now, idle_ms. Items idle that long go back to ~ready (their redelivery
+# is counted at the next claim).
 # Returns them as CLAIM does, oldest first within each stream.
 RECLAIM: Final = (
     PRELUDE
     + r"""
-local idle, consumer = tonumber(ARGV[3]), ARGV[4]
+local idle = tonumber(ARGV[3])
 local out = {}
-local redelivered = 0
 for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
   local key = skey(name)
   local stale = redis.call('XPENDING', key, GROUP, 'IDLE', idle, '-', '+', 100000)
   for _, p in ipairs(stale) do
     if not is_pseudo(p[2]) then
       local count = tonumber(p[4])
-      local target, deliveries = '~ready', count
-      if consumer ~= '' then target, deliveries = consumer, count + 1 end
-      local e = redis.call('XCLAIM', key, GROUP, target, 0, p[1], 'RETRYCOUNT', deliveries)[1]
-      if e then
-        reply_item(out, name, e, deliveries)
-        if consumer ~= '' then redelivered = redelivered + 1 end
-      end
+      local e = redis.call('XCLAIM', key, GROUP, '~ready', 0, p[1], 'RETRYCOUNT', count)[1]
+      if e then reply_item(out, name, e, count) end
     end
   end
 end
-if redelivered > 0 then redis.call('HINCRBY', P .. ':stats', 'redelivered', redelivered) end
 return out
 """
 )
@@ -94,7 +87,6 @@ if known(name) then
   local key = skey(name)
   redis.call('XACK', key, GROUP, id)
   redis.call('XDEL', key, id)
-  redis.call('ZREM', P .. ':due', name .. '/' .. seq_of(id))
 end
 -- n: one counter for every flow's dead letters, so they sort newest first together.
 local n = redis.call('INCR', P .. ':deadseq')
@@ -165,27 +157,7 @@ return redis.call('XDEL', dkey, ARGV[5])
 """
 )
 
-# ARGV: P, now. Delayed items due by now join ~ready (never run, count 0).
-MOVE_DUE: Final = (
-    PRELUDE
-    + r"""
-local moved = 0
-for _, member in ipairs(redis.call('ZRANGEBYSCORE', P .. ':due', '-inf', NOW)) do
-  local name, seq = string.match(member, '^(.+)/(%d+)$')
-  if known(name) then
-    local key = skey(name)
-    if holder(key, seq .. '-0') == '~delayed' then
-      redis.call('XCLAIM', key, GROUP, '~ready', 0, seq .. '-0', 'RETRYCOUNT', 0, 'JUSTID')
-      moved = moved + 1
-    end
-  end
-  redis.call('ZREM', P .. ':due', member)
-end
-return moved
-"""
-)
-
-# ARGV: P, now. Per stream with waiting work: name, ready, pending, delayed, and
+# ARGV: P, now. Per stream with waiting work: name, ready, pending, and
 # the enqueue time of its oldest unacked item.
 BACKLOG: Final = (
     PRELUDE
@@ -198,14 +170,13 @@ for _, name in ipairs(redis.call('SMEMBERS', P .. ':streams')) do
   if summary[4] then
     for _, c in ipairs(summary[4]) do by[c[1]] = tonumber(c[2]) end
   end
-  local released, delayed = by['~ready'] or 0, by['~delayed'] or 0
+  local released = by['~ready'] or 0
   local new = undelivered(key, name)
   if total + new > 0 then
     local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
     out[#out + 1] = name
     out[#out + 1] = released + new
-    out[#out + 1] = total - released - delayed
-    out[#out + 1] = delayed
+    out[#out + 1] = total - released
     out[#out + 1] = first and first[2][6] or NOW
   end
 end

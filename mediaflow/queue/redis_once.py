@@ -36,7 +36,7 @@ RUN_ONCE: Final = ("ENQUEUE", "CLAIM", "RELEASE", "DEAD_LETTER")
 """Scripts of :mod:`.redis_lua` and :mod:`.redis_lua_admin` wrapped: those a
 repeat would harm (a release repeated could take back an item another consumer
 claimed meanwhile). A repeated ack, touch or latest value changes nothing; a
-repeated reclaim or promotion of due items finds less to do."""
+repeated reclaim finds less to do."""
 
 IN_DOUBT_S: Final = 30.0
 """How long a call in doubt is sent again before it fails (it may then have run:

@@ -5,9 +5,8 @@ Selected by ``MEDIAFLOW_QUEUE=redis://host:port/db`` (``rediss://`` for TLS,
 client). Several processes on several machines share one Redis: claims are
 ``XREADGROUP`` (never-delivered items) and ``XCLAIM`` (items handed back),
 acks ``XACK`` + ``XDEL`` (a stream holds only unfinished work), touches
-``XCLAIM ... JUSTID``, reclaims ``XPENDING IDLE`` + ``XCLAIM``, delayed items
-wait in a sorted set and are promoted by a script, dead letters go to a stream
-per flow. Each operation is one Lua script (:mod:`.redis_lua`), so it is atomic
+``XCLAIM ... JUSTID``, reclaims ``XPENDING IDLE`` + ``XCLAIM``, dead letters
+go to a stream per flow. Each operation is one Lua script (:mod:`.redis_lua`), so it is atomic
 like the SQLite backend's transactions; the layout is described there.
 
 Durability is Redis's: with ``appendonly yes`` (and ``appendfsync everysec``
@@ -17,11 +16,10 @@ persistence, a restart of Redis loses the queue.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from mediaflow.queue.contract import (
     DeadLetter,
@@ -51,9 +49,6 @@ from mediaflow.queue.redis_rows import (
     stream_name,
     text,
 )
-
-POLL_S: Final = 0.005
-"""How often a blocking claim looks again for work (Lua scripts cannot block)."""
 
 
 class RedisQueue:
@@ -91,8 +86,8 @@ class RedisQueue:
         """See :meth:`WorkQueue.enqueue`. Raises ``TypeError`` or ``ValueError``,
         before writing anything, if a payload is not JSON-serialisable."""
         payloads = [dumps(dict(item.payload)) for item in items]
-        rows: list[tuple[StreamKey, str, str, float, bool]] = [
-            (item.stream, item.kind, payload, item.delay_s, item.claim)
+        rows: list[tuple[StreamKey, str, str, bool]] = [
+            (item.stream, item.kind, payload, item.claim)
             for item, payload in zip(items, payloads, strict=True)
         ]
         if not rows and not ack and not latest:
@@ -115,7 +110,7 @@ class RedisQueue:
         latest: Mapping[tuple[str, str, str], Any] | None = None,
     ) -> list[WorkItem]:
         """See :meth:`WorkQueue.commit`."""
-        rows: list[tuple[StreamKey, str, str, float, bool]] = []
+        rows: list[tuple[StreamKey, str, str, bool]] = []
         for run in runs:
             if not 0 <= run.claim <= len(run.values):
                 raise ValueError(
@@ -125,7 +120,7 @@ class RedisQueue:
             tail = ',"at":' + dumps(run.at) + "}"
             for index, value in enumerate(run.values):
                 payload = head + dumps(value) + tail
-                rows.append((run.stream, "emission", payload, 0.0, index < run.claim))
+                rows.append((run.stream, "emission", payload, index < run.claim))
         if not rows and not ack and not latest:
             return []
         now = time.time()
@@ -144,17 +139,17 @@ class RedisQueue:
 
     async def _append(
         self,
-        rows: Sequence[tuple[StreamKey, str, str, float, bool]],
+        rows: Sequence[tuple[StreamKey, str, str, bool]],
         claim_for: str | None,
         ack: Sequence[str],
         latest: Mapping[tuple[str, str, str], Any] | None,
         now: float,
     ) -> list[tuple[int, int]]:
-        """Append ``rows`` (stream, kind, payload JSON, delay, claim?) in one script;
+        """Append ``rows`` (stream, kind, payload JSON, claim?) in one script;
         return each row's (seq, deliveries)."""
         args: list[Any] = [claim_for or "", len(rows)]
-        for stream, kind, payload, delay, claim in rows:
-            args += [stream_name(stream), kind, payload, repr(float(delay)), "1" if claim else "0"]
+        for stream, kind, payload, claim in rows:
+            args += [stream_name(stream), kind, payload, "1" if claim else "0"]
         ack_args = ids_args(ack)
         args += [len(ack_args) // 2, *ack_args]
         latest_rows = latest_args(latest)
@@ -178,15 +173,8 @@ class RedisQueue:
             values[(node, port)] = json.loads(value)
         return values
 
-    async def claim(
-        self,
-        consumer: str,
-        wants: Mapping[StreamKey, int],
-        *,
-        block_ms: int = 0,
-    ) -> list[WorkItem]:
-        """See :meth:`WorkQueue.claim`. While it blocks it looks again every
-        :data:`POLL_S` (a script cannot block, and one claim covers many streams)."""
+    async def claim(self, consumer: str, wants: Mapping[StreamKey, int]) -> list[WorkItem]:
+        """See :meth:`WorkQueue.claim`. Streams wanted 0 or fewer times are skipped."""
         args: list[Any] = [consumer, 0]
         for stream, n in wants.items():
             if n > 0:
@@ -194,12 +182,7 @@ class RedisQueue:
         if len(args) == 2:
             return []
         args[1] = (len(args) - 2) // 2
-        deadline = time.monotonic() + block_ms / 1000
-        while True:
-            items = items_of(await self._run("CLAIM", *args))
-            if items or time.monotonic() >= deadline:
-                return items
-            await asyncio.sleep(POLL_S)
+        return items_of(await self._run("CLAIM", *args))
 
     # -- finishing and holding -----------------------------------------------
 
@@ -255,9 +238,9 @@ class RedisQueue:
             frozenset(StreamKey(flow, node.decode()) for node in taken),
         )
 
-    async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
+    async def reclaim_stale(self, idle_ms: int) -> list[WorkItem]:
         """See :meth:`WorkQueue.reclaim_stale`."""
-        return items_of(await self._run("RECLAIM", int(idle_ms), consumer or ""))
+        return items_of(await self._run("RECLAIM", int(idle_ms)))
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
         """See :meth:`WorkQueue.dead_letter`."""
@@ -300,7 +283,7 @@ class RedisQueue:
         one script moves it if it is still there (else None, nothing changed).
         The item takes the stream's next seq, so it is claimed after every item
         waiting; to stay behind those never delivered, it turns them into items
-        handed back (``~ready``), one step each, as a delayed enqueue does.
+        handed back (``~ready``), one step each.
         Never requeues twice: run again (an answer lost), the script finds no
         dead letter and changes nothing."""
         parsed = split_dead_id(dead_id)
@@ -323,20 +306,16 @@ class RedisQueue:
             return False
         return int(await self._run("DELETE_DEAD", flow, *parsed)) > 0
 
-    async def move_due(self, now: float) -> int:
-        """See :meth:`WorkQueue.move_due`."""
-        return int(await self._run("MOVE_DUE", now=now))
-
     # -- looking at the queue, parking ---------------------------------------
 
     async def backlog(self) -> dict[StreamKey, StreamBacklog]:
         """See :meth:`WorkQueue.backlog`; streams with nothing unacked are omitted."""
         flat = await self._run("BACKLOG")
         out: dict[StreamKey, StreamBacklog] = {}
-        for i in range(0, len(flat), 5):
-            name, ready, pending, delayed, oldest = flat[i : i + 5]
+        for i in range(0, len(flat), 4):
+            name, ready, pending, oldest = flat[i : i + 4]
             out[stream_key(text(name))] = StreamBacklog(
-                int(ready), int(pending), int(delayed), float(text(oldest))
+                int(ready), int(pending), 0, float(text(oldest))
             )
         return out
 

@@ -19,7 +19,6 @@ in :mod:`mediaflow.queue.sqlite_dead`, and the storage lifecycle is in
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -73,19 +72,15 @@ class SqliteQueue:
         path: Path | str,
         *,
         busy_timeout_s: float = 30.0,
-        poll_interval_s: float = 0.005,
         synchronous: SyncMode = "NORMAL",
     ) -> None:
         """``path`` is the database file; ``busy_timeout_s`` bounds the wait for
-        another process's lock; ``poll_interval_s`` is how often a blocking claim
-        looks for commits of other handles; ``synchronous`` is NORMAL or FULL
+        another process's lock; ``synchronous`` is NORMAL or FULL
         (the ``MEDIAFLOW_SQLITE_SYNC`` setting, see :func:`mediaflow.config.sqlite_sync`)."""
         self.path = Path(path)
         self._busy_timeout_s = busy_timeout_s
         self._db = SqliteDb(self.path, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
         self._tx = Transactions(self._db)
-        self._poll_interval_s = poll_interval_s
-        self._waiters: set[asyncio.Future[None]] = set()
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> SqliteQueue:
@@ -94,14 +89,6 @@ class SqliteQueue:
 
     def __repr__(self) -> str:
         return f"SqliteQueue({str(self.path)!r})"
-
-    def _made_claimable(self) -> None:
-        """Note a local write that may have made work claimable and wake this
-        handle's waiting claims (other handles notice by polling)."""
-        self._tx.local_changes += 1
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
 
     # -- enqueue and claim ---------------------------------------------------
 
@@ -126,14 +113,9 @@ class SqliteQueue:
             dumps(item.payload if isinstance(item.payload, dict) else dict(item.payload))
             for item in items
         ]
-        stored = await self._db.run(
+        return await self._db.run(
             self._tx.enqueue, items, payloads, claim_for, time.time(), id_ranges(ack), rows
         )
-        for item in stored:
-            if item.deliveries == 0:  # ready (or delayed): a waiting claim may want it
-                self._made_claimable()
-                break
-        return stored
 
     async def commit(
         self,
@@ -160,12 +142,7 @@ class SqliteQueue:
         rows = latest_rows(latest)
         if not (todo or acks or rows):
             return []
-        claimed, left_ready = await self._db.run(
-            self._tx.commit, todo, claim_for, time.time(), acks, rows
-        )
-        if left_ready:  # a waiting claim may want it
-            self._made_claimable()
-        return claimed
+        return await self._db.run(self._tx.commit, todo, claim_for, time.time(), acks, rows)
 
     async def put_latest(self, latest: Mapping[tuple[str, str, str], Any]) -> None:
         """See :meth:`WorkQueue.put_latest`."""
@@ -178,53 +155,18 @@ class SqliteQueue:
         rows = await self._db.run(self._tx.read_all, sql.LATEST_OF_FLOW, (flow,))
         return {(node, port): json.loads(value) for node, port, value in rows}
 
-    async def claim(
-        self,
-        consumer: str,
-        wants: Mapping[StreamKey, int],
-        *,
-        block_ms: int = 0,
-    ) -> list[WorkItem]:
-        """See :meth:`WorkQueue.claim`. Streams wanted 0 or fewer times are skipped.
-
-        While it blocks the event loop is free: an enqueue on this handle wakes
-        it at once; commits of other handles or processes are noticed within
-        ``poll_interval_s`` (a cheap ``PRAGMA data_version``, no lock taken).
-        """
+    async def claim(self, consumer: str, wants: Mapping[StreamKey, int]) -> list[WorkItem]:
+        """See :meth:`WorkQueue.claim`. Streams wanted 0 or fewer times are skipped."""
         plan = [(stream, n) for stream, n in wants.items() if n > 0]
         if not plan:
             return []
-        items, version = await self._db.run(self._tx.claim, consumer, plan, time.time())
-        if items or block_ms <= 0:
-            return items
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + block_ms / 1000
-        while (remaining := deadline - loop.time()) > 0:
-            await self._nap(min(self._poll_interval_s, remaining))
-            if await self._db.run(self._tx.version) == version:
-                continue
-            items, version = await self._db.run(self._tx.claim, consumer, plan, time.time())
-            if items:
-                return items
-        return []
-
-    async def _nap(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less if :meth:`_made_claimable` runs meanwhile."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        timer = loop.call_later(seconds, _wake, waiter)
-        self._waiters.add(waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiters.discard(waiter)
+        return await self._db.run(self._tx.claim, consumer, plan, time.time())
 
     # -- finishing and holding -----------------------------------------------
 
     async def ack(self, entry_ids: Sequence[str]) -> int:
         """See :meth:`WorkQueue.ack`. Removes pending items whoever holds them (as
-        XACK does); ready and delayed items are left alone and not counted."""
+        XACK does); ready items are left alone and not counted."""
         ranges = id_ranges(entry_ids)
         if not ranges:
             return 0
@@ -248,18 +190,12 @@ class SqliteQueue:
         if not ids:
             return 0
         statement = sql.RELEASE if started else sql.RELEASE_UNSTARTED
-        released = await self._db.run(self._tx.write_many, statement, ids)
-        if released:
-            self._made_claimable()
-        return released
+        return await self._db.run(self._tx.write_many, statement, ids)
 
     async def release_consumer(self, consumer: str) -> int:
         """See :meth:`WorkQueue.release_consumer`: every item ``consumer`` holds
         becomes ready, keeping its place by id; returns how many."""
-        released = await self._db.run(self._tx.release_consumer, consumer)
-        if released:
-            self._made_claimable()
-        return released
+        return await self._db.run(self._tx.release_consumer, consumer)
 
     async def lease(
         self,
@@ -273,7 +209,7 @@ class SqliteQueue:
         leave: bool = False,
     ) -> LeaseTable:
         """See :meth:`WorkQueue.lease`; one transaction (:mod:`.sqlite_leases`)."""
-        table, handed_back = await self._db.run(
+        return await self._db.run(
             sqlite_leases.lease,
             self._tx,
             flow,
@@ -285,20 +221,13 @@ class SqliteQueue:
             release,
             leave,
         )
-        if handed_back:
-            self._made_claimable()
-        return table
 
-    async def reclaim_stale(self, idle_ms: int, *, consumer: str | None = None) -> list[WorkItem]:
-        """See :meth:`WorkQueue.reclaim_stale`. Returns the items released or
-        claimed, oldest first, with ``deliveries`` as now stored: a release
-        without ``consumer`` counts its redelivery at the next claim. Parking
-        does not apply (these items were handed out before the flow was parked)."""
-        now = time.time()
-        items = await self._db.run(self._tx.reclaim, now - idle_ms / 1000, consumer, now)
-        if items and consumer is None:
-            self._made_claimable()
-        return items
+    async def reclaim_stale(self, idle_ms: int) -> list[WorkItem]:
+        """See :meth:`WorkQueue.reclaim_stale`. Returns the items released, oldest
+        first, with ``deliveries`` as now stored (the next claim counts the
+        redelivery). Parking does not apply (these items were handed out before
+        the flow was parked)."""
+        return await self._db.run(self._tx.reclaim, time.time() - idle_ms / 1000)
 
     async def dead_letter(self, item: WorkItem, reason: str) -> None:
         """See :meth:`WorkQueue.dead_letter`. ``item`` is recorded as given, even if
@@ -326,10 +255,7 @@ class SqliteQueue:
         row_id = dead_row_id(dead_id)
         if row_id is None:
             return None
-        item = await self._db.run(sqlite_dead.requeue, self._tx, flow, row_id, time.time())
-        if item is not None:
-            self._made_claimable()
-        return item
+        return await self._db.run(sqlite_dead.requeue, self._tx, flow, row_id, time.time())
 
     async def delete_dead_letter(self, flow: str, dead_id: str) -> bool:
         """See :meth:`WorkQueue.delete_dead_letter`."""
@@ -337,15 +263,6 @@ class SqliteQueue:
         if row_id is None:
             return False
         return await self._db.run(sqlite_dead.delete, self._tx, flow, row_id)
-
-    async def move_due(self, now: float) -> int:
-        """See :meth:`WorkQueue.move_due`. A moved item keeps the place its id gives
-        it among the stream's ready items: it goes before items enqueued after it
-        that are still ready."""
-        moved = await self._db.run(self._tx.write_many, sql.MOVE_DUE, [(now,)])
-        if moved:
-            self._made_claimable()
-        return moved
 
     # -- looking at the queue, parking ---------------------------------------
 
@@ -372,7 +289,6 @@ class SqliteQueue:
             raise ValueError(f"steps must be at least 0, not {steps}")
         else:
             await self._db.run(self._tx.write_many, sql.PARK_STEPS, [(flow, steps or None)])
-        self._made_claimable()
 
     async def parked(self) -> dict[str, int | None]:
         """See :meth:`WorkQueue.parked`."""
@@ -406,13 +322,5 @@ class SqliteQueue:
         return await self._db.run(lifecycle.forget_flow, self._db, flow)
 
     async def close(self) -> None:
-        """See :meth:`WorkQueue.close`. Idempotent; wakes waiting claims, which
-        then raise ``QueueError``."""
+        """See :meth:`WorkQueue.close`. Idempotent."""
         await self._db.close()
-        for waiter in self._waiters:
-            _wake(waiter)
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

@@ -26,12 +26,10 @@ def lease(
     acquire: Sequence[StreamKey],
     release: Sequence[StreamKey],
     leave: bool,
-) -> tuple[LeaseTable, int]:
-    """One transaction of :meth:`WorkQueue.lease`; also returns how many items
-    it handed back from earlier holders (the caller wakes waiting claims)."""
+) -> LeaseTable:
+    """One transaction of :meth:`WorkQueue.lease`."""
     until = now + ttl_s
     taken: set[StreamKey] = set()
-    handed_back = 0
     with tx.db.write as cur:
         if leave:
             cur.execute(sql.LEAVE_MEMBER, (flow, consumer))
@@ -50,9 +48,7 @@ def lease(
             span = tx.stream_span(stream)
             if span is not None:
                 cur.execute(sql.HAND_BACK, span)
-                if cur.rowcount:
-                    handed_back += cur.rowcount
-                else:
+                if not cur.rowcount:
                     taken.discard(stream)
             else:
                 taken.discard(stream)
@@ -61,4 +57,4 @@ def lease(
             for node, holder in cur.execute(sql.LIVE_LEASES, (flow, now)).fetchall()
         }
         members = tuple(row[0] for row in cur.execute(sql.LIVE_MEMBERS, (flow, now)).fetchall())
-    return LeaseTable(holders, members, frozenset(taken)), handed_back
+    return LeaseTable(holders, members, frozenset(taken))

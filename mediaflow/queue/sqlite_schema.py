@@ -18,11 +18,13 @@ consecutive items deletes one key range, so both cost a few µs per item.
   letter) first raises the floor past the stream's highest item, so a seq,
   and so an id, is never handed out twice. A rolled-back enqueue takes its
   seqs back with it, so seqs stay gap-free.
-- ``state`` is 0 ready, 1 pending (claimed), 2 delayed. Three partial
-  indexes, one per state, each hold only the items in that state: claim finds
-  ready items of a stream, reclaim finds pending items by ``touched_at``,
-  ``move_due`` finds delayed ones by ``available_at``, and the backlog counts
-  each from its index alone.
+- ``state`` is 0 ready, 1 pending (claimed). Partial indexes, one per state,
+  each hold only the items in that state: claim finds ready items of a
+  stream, reclaim finds pending items by ``touched_at``, and the backlog
+  counts each from its index alone. State 2 (delayed, by ``available_at``)
+  is no longer written: the delay option had no caller and went (issue 26);
+  its column and index stay so the file format, and ``SCHEMA_VERSION``, do
+  not change.
 - ``counters`` is one row, so a transaction bumps its counters with one
   UPDATE. "enqueued" needs no counter: it is the sum of the streams' next seqs.
   Counters of rarer events, added later, are rows of ``tallies``.
@@ -43,7 +45,6 @@ MAX_STREAM_ID: Final = (1 << (63 - SEQ_BITS)) - 1
 
 READY: Final = 0
 PENDING: Final = 1
-DELAYED: Final = 2
 
 
 def span(sid: int) -> tuple[int, int]:
@@ -229,14 +230,6 @@ UPDATE items SET state = 0, consumer = NULL
 WHERE state = 1 AND touched_at <= ?
 RETURNING id, kind, payload, deliveries, enqueued_at
 """
-RECLAIM_FOR: Final = """
-UPDATE items SET consumer = ?, touched_at = ?, deliveries = deliveries + 1
-WHERE state = 1 AND touched_at <= ?
-RETURNING id, kind, payload, deliveries, enqueued_at
-"""
-
-MOVE_DUE: Final = "UPDATE items SET state = 0 WHERE state = 2 AND available_at <= ?"
-
 # A dead letter's id (its DeadLetter.id, in decimal) is its row id: AUTOINCREMENT
 # never hands one out twice, even after the newest rows are deleted.
 INSERT_DEAD: Final = "INSERT INTO dead (flow, item, reason, dead_at) VALUES (?, ?, ?, ?)"
@@ -247,11 +240,11 @@ DEAD_OF_FLOW: Final = (
 DEAD_BY_ID: Final = "SELECT item, reason, dead_at, id FROM dead WHERE id = ? AND flow = ?"
 DELETE_DEAD: Final = "DELETE FROM dead WHERE id = ? AND flow = ?"
 
-# (stream id, state, count, oldest id) from the three partial indexes alone.
+# (stream id, state, count, oldest id) from the partial indexes alone.
 BACKLOG: Final = " UNION ALL ".join(
     f"SELECT id >> {SEQ_BITS}, {state}, COUNT(*), MIN(id) FROM items "
     f"WHERE state = {state} GROUP BY 1"
-    for state in (READY, PENDING, DELAYED)
+    for state in (READY, PENDING)
 )
 ENQUEUED_AT: Final = "SELECT enqueued_at FROM items WHERE id = ?"
 

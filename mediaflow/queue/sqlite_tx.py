@@ -36,9 +36,6 @@ from mediaflow.queue.records import item_of_record
 from mediaflow.queue.sqlite_db import SqliteDb
 from mediaflow.queue.sqlite_rows import IdRange, RunRow
 
-Version = tuple[int, int]
-"""What a waiting claim compares: (``PRAGMA data_version``, this handle's local changes)."""
-
 Row = tuple[int, ItemKind, str, int, float]
 """An item as CLAIM and RECLAIM return it: (id, kind, payload, deliveries, enqueued_at)."""
 
@@ -53,7 +50,6 @@ class Transactions:
 
     def __init__(self, db: SqliteDb) -> None:
         self.db = db
-        self.local_changes = 0  # bumped by SqliteQueue when it may have made work claimable
         self._stream_ids: dict[StreamKey, int] = {}
         self._stream_keys: dict[int, StreamKey] = {}
 
@@ -183,17 +179,14 @@ class Transactions:
                 if seq > sql.MAX_SEQ:  # 22 years at 25,000 items/s; refuse, never wrap
                     raise QueueError(f"stream {item.stream} has run out of sequence numbers")
                 entry[2] = seq + 1
-                due: float | None = None
                 holder: str | None = None
-                if item.delay_s > 0:
-                    state, due, deliveries = sql.DELAYED, now + item.delay_s, 0
-                elif claimable and item.claim:
+                if claimable and item.claim:
                     state, holder, deliveries = sql.PENDING, claim_for, 1
                 else:
                     state, deliveries = sql.READY, 0
                     entry[3] = False  # later items of the stream must not overtake this one
                 touched = now if holder else None
-                row = (lo + seq, item.kind, payload, state, due, holder, touched, deliveries, now)
+                row = (lo + seq, item.kind, payload, state, None, holder, touched, deliveries, now)
                 cur.execute(sql.INSERT_ITEM, row)
                 stored.append(
                     WorkItem(str(lo + seq), key, item.kind, item.payload, seq, deliveries, now)
@@ -210,14 +203,13 @@ class Transactions:
         now: float,
         ack: Sequence[IdRange] = (),
         latest: Sequence[tuple[str, str, str, str]] = (),
-    ) -> tuple[list[WorkItem], bool]:
+    ) -> list[WorkItem]:
         """Append every run (one INSERT each: SQLite builds the rows from the
         run's JSON array), claim what may be claimed, ack and record latest
-        values. Returns the claimed items and whether an item was left ready."""
+        values. Returns the claimed items."""
         plan: dict[StreamKey, list[Any]] = {}  # as in enqueue
         fresh: list[tuple[StreamKey, int]] = []
         taken: list[tuple[EmissionRun, StreamKey, int, int, int]] = []  # run, key, id, seq, n
-        left_ready = False
         with self.db.write as cur:
             for run, array, head, tail in runs:
                 entry = plan.get(run.stream) or self._plan_stream(
@@ -231,7 +223,6 @@ class Transactions:
                 take = run.claim if claimable else 0
                 if take < count:
                     entry[3] = False  # later items of the stream must not overtake these
-                    left_ready = True
                 cur.execute(sql.INSERT_RUN, (lo + seq, array, head, tail, take, claim_for, now))
                 if take:
                     taken.append((run, key, lo + seq, seq, take))
@@ -253,7 +244,7 @@ class Transactions:
                 )
                 for i in range(take)
             ]
-        return claimed, left_ready
+        return claimed
 
     def _plan_stream(
         self,
@@ -286,8 +277,8 @@ class Transactions:
 
     def claim(
         self, consumer: str, plan: Sequence[tuple[StreamKey, int]], now: float
-    ) -> tuple[list[WorkItem], Version]:
-        """Claim per ``plan``; also return the version a waiting claim compares with."""
+    ) -> list[WorkItem]:
+        """Claim per ``plan``."""
         found: list[tuple[StreamKey, int, list[Row]]] = []  # stream, first id, rows
         redelivered = 0
         with self.db.write as cur:
@@ -314,23 +305,18 @@ class Transactions:
                     cur.execute(sql.SET_STEPS, (left or None, stream.flow))
             if redelivered:
                 cur.execute(sql.ADD_REDELIVERED, (redelivered,))
-            # Read inside the write lock: any later commit by others changes it.
-            version = self.version()
         if not found:
-            return [], version
+            return []
         payloads = iter(_decode([row[2] for _, _, rows in found for row in rows]))
         claimed = [
             WorkItem(str(entry), key, kind, next(payloads), entry - lo, deliveries, enqueued_at)
             for key, lo, rows in found
             for entry, kind, _, deliveries, enqueued_at in rows
         ]
-        return claimed, version
+        return claimed
 
     def read_all(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         return list(self.db.cursor.execute(statement, params).fetchall())
-
-    def version(self) -> Version:
-        return self.db.cursor.execute("PRAGMA data_version").fetchone()[0], self.local_changes
 
     # -- finishing and holding -----------------------------------------------
 
@@ -352,14 +338,9 @@ class Transactions:
             cur.executemany(statement, rows)
             return cur.rowcount
 
-    def reclaim(self, cutoff: float, consumer: str | None, now: float) -> list[WorkItem]:
+    def reclaim(self, cutoff: float) -> list[WorkItem]:
         with self.db.write as cur:
-            if consumer is None:
-                rows = cur.execute(sql.RECLAIM_TO_READY, (cutoff,)).fetchall()
-            else:
-                rows = cur.execute(sql.RECLAIM_FOR, (consumer, now, cutoff)).fetchall()
-                if rows:
-                    cur.execute(sql.ADD_REDELIVERED, (len(rows),))
+            rows = cur.execute(sql.RECLAIM_TO_READY, (cutoff,)).fetchall()
         rows.sort()
         return self._items(rows)
 
@@ -387,12 +368,12 @@ class Transactions:
         oldest: dict[int, float] = {}
         with self.db.read as cur:
             for sid, state, n, first_id in cur.execute(sql.BACKLOG).fetchall():
-                counts.setdefault(sid, [0, 0, 0])[state] = n
+                counts.setdefault(sid, [0, 0])[state] = n
                 at = cur.execute(sql.ENQUEUED_AT, (first_id,)).fetchone()[0]
                 oldest[sid] = min(at, oldest.get(sid, at))
             return {
-                self._stream_key(sid): StreamBacklog(ready, pending, delayed, oldest[sid])
-                for sid, (ready, pending, delayed) in counts.items()
+                self._stream_key(sid): StreamBacklog(ready, pending, 0, oldest[sid])
+                for sid, (ready, pending) in counts.items()
             }
 
     def parked(self) -> dict[str, int | None]:
