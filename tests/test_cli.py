@@ -201,6 +201,27 @@ def test_an_unsupported_queue_setting_exits_2_naming_it(
     assert not (tmp_path / "queue.sqlite3").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "samples/levels.toml", "--until-idle"],
+        ["serve", "--port", "0"],
+        ["demo", "--for", "1", "--port", "0"],
+        ["gc"],
+    ],
+    ids=["run", "serve", "demo", "gc"],
+)
+def test_a_bad_sqlite_sync_setting_exits_2_before_anything_starts(
+    command: list[str], tmp_path: Path
+) -> None:
+    # Read with the other settings at the boundary, so refused as one of them.
+    result = mediaflow(*command, "--data", str(tmp_path), env={"MEDIAFLOW_SQLITE_SYNC": "often"})
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == "mediaflow: MEDIAFLOW_SQLITE_SYNC='OFTEN' must be NORMAL or FULL", line
+    assert not (tmp_path / "queue.sqlite3").exists()
+
+
 def test_serve_names_the_queue_flag_when_it_came_from_there(tmp_path: Path) -> None:
     result = mediaflow("serve", "--port", "0", "--queue", "amqp://x", "--data", str(tmp_path))
     assert result.returncode == 2

@@ -59,6 +59,7 @@ GC_VARIABLES = [
     "MEDIAFLOW_RUN_RECORD_DAYS",
     "MEDIAFLOW_RUN_RECORD_KEEP",
     "MEDIAFLOW_TEMP_AGE_S",
+    "MEDIAFLOW_LEASE_MS",
 ]
 
 
@@ -89,6 +90,7 @@ def test_settings_default_without_the_environment(clean_env: pytest.MonkeyPatch)
         ("MEDIAFLOW_RUN_RECORD_DAYS", "1.5", "run_record_days", 1.5),
         ("MEDIAFLOW_RUN_RECORD_KEEP", "3", "run_record_keep", 3),
         ("MEDIAFLOW_TEMP_AGE_S", "600", "temp_age_s", 600.0),
+        ("MEDIAFLOW_LEASE_MS", "2500", "lease_ms", 2500),
     ],
 )
 def test_settings_from_the_environment(
@@ -113,6 +115,7 @@ def test_settings_from_the_environment(
         ("MEDIAFLOW_DEAD_LETTER_KEEP", "1.5"),
         ("MEDIAFLOW_DEAD_LETTER_DAYS", "-1"),
         ("MEDIAFLOW_RUN_RECORD_KEEP", "0"),
+        ("MEDIAFLOW_LEASE_MS", "50"),
     ],
 )
 def test_settings_refuse_a_bad_value_naming_the_variable(

@@ -10,7 +10,10 @@ import pytest
 
 from mediaflow import EngineSettings, FlowBuilder, FlowSession
 from mediaflow.config import StoreSettings
-from mediaflow.queue import QueueError
+from mediaflow.gc import GcSettings, sweep_artifacts
+from mediaflow.process import FlowProcess
+from mediaflow.queue import QueueError, open_queue
+from mediaflow.server import AppState, ServerSettings
 from tests.engine_nodes import Counter, Recorder
 
 # Each would refuse the process if anything but the boundary read it.
@@ -19,7 +22,19 @@ UNUSABLE = {
     "MEDIAFLOW_LEASE_MS": "soon",
     "MEDIAFLOW_SQLITE_SYNC": "sometimes",
     "MEDIAFLOW_STORE": "ftp://store.example",
+    "MEDIAFLOW_SENDFILE": "maybe",
+    "MEDIAFLOW_LINK_HISTORY": "none",
+    "ARTIFACT_GC_INTERVAL_S": "hourly",
+    "ARTIFACT_GC_GRACE_S": "a while",
 }
+
+
+def counting_flow(name: str) -> FlowBuilder:
+    return (
+        FlowBuilder(name)
+        .add("src", Counter, count=20)
+        .add("sink", Recorder, inputs={"chunk": "src.chunk"})
+    )
 
 
 @pytest.fixture
@@ -65,14 +80,43 @@ def test_engine_settings_from_env_refuses_a_sync_mode_as_a_queue_error(
 async def test_a_session_runs_with_its_settings_not_the_environment(
     unusable_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    flow = (
-        FlowBuilder("settled")
-        .add("src", Counter, count=20)
-        .add("sink", Recorder, inputs={"chunk": "src.chunk"})
-    )
+    flow = counting_flow("settled")
     async with FlowSession(flow.build(), tmp_path) as session:
         assert session.settings == EngineSettings()
         assert await session.wait(until_idle=True) == "idle"
     assert Recorder.seen["sink"] == list(range(20))
     given = EngineSettings(node_buffer=8, sqlite_sync="FULL")
     assert FlowSession(flow.build(), tmp_path, settings=given).settings is given
+
+
+async def test_the_server_state_serves_with_its_settings_not_the_environment(
+    unusable_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    state = AppState.for_serve(tmp_path)
+    try:
+        assert state.settings == ServerSettings()
+    finally:
+        await state.close()
+
+
+async def test_a_sweep_without_settings_takes_the_defaults_not_the_environment(
+    unusable_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    queue = open_queue(None, tmp_path)
+    try:
+        report = await sweep_artifacts(tmp_path, queue)
+    finally:
+        await queue.close()
+    assert report.started_at - report.cutoff == pytest.approx(GcSettings().grace_s)
+
+
+async def test_a_flow_process_runs_sweeps_and_serves_without_the_environment(
+    unusable_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    process = FlowProcess(counting_flow("settled-process").build(), tmp_path, port=0)
+    await process.start()
+    try:
+        assert await process.wait(until_idle=True) == "idle"
+    finally:
+        await process.stop()
+    assert Recorder.seen["sink"] == list(range(20))

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
-from mediaflow.config import ConfigError, EngineSettings, default_data_dir, sqlite_sync
+from mediaflow.config import ConfigError, default_data_dir, sqlite_sync
 from mediaflow.gc import (
     GcSettings,
     SweepBusy,
@@ -43,7 +43,6 @@ from mediaflow.gc import (
 from mediaflow.gc.forget import FlowNotForgettable, forget_flow
 from mediaflow.queue import (
     QueueError,
-    UnsupportedQueue,
     WorkQueue,
     open_queue,
     queue_target,
@@ -100,8 +99,8 @@ async def _gc(args: argparse.Namespace) -> int:
     try:
         queue_target(queue_url, data_dir)
         settings = GcSettings.from_env()
-        lease_s = EngineSettings.from_env().lease_ms / 1000
-    except (ConfigError, UnsupportedQueue) as exc:
+        sync = sqlite_sync()
+    except (ConfigError, QueueError) as exc:  # QueueError: MEDIAFLOW_QUEUE, _SQLITE_SYNC
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
     if not data_dir.is_dir():
@@ -112,10 +111,12 @@ async def _gc(args: argparse.Namespace) -> int:
     store: ArtifactStore | None = None
     forgot: dict[str, int] | None = None
     try:
-        queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync())
+        queue = open_queue(queue_url, data_dir, sqlite_sync=sync)
         store = ArtifactStore(data_dir)
         if args.forget_flow is not None:
-            forgot = await forget_flow(data_dir, queue, args.forget_flow, lease_s=lease_s)
+            forgot = await forget_flow(
+                data_dir, queue, args.forget_flow, lease_s=settings.lease_ms / 1000
+            )
         progress = ProgressLine(
             sys.stderr,
             enabled=not args.quiet and (args.verbose > 0 or _isatty(sys.stderr)),

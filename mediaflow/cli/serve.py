@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
 from mediaflow.cli.listen import add_server_options, announce, url_host
-from mediaflow.config import ConfigError, default_data_dir
+from mediaflow.config import ConfigError, default_data_dir, sqlite_sync
 
 if TYPE_CHECKING:
     pass
@@ -70,21 +70,26 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     from mediaflow.gc import GcSettings, start_periodic
-    from mediaflow.queue import QueueError, UnsupportedQueue, queue_target
+    from mediaflow.queue import QueueError, queue_target
     from mediaflow.server import AppState, ServerSettings, bound_port, start_server
 
     data_dir = args.data or default_data_dir()
     try:
         settings = ServerSettings.from_env()
         gc_settings = GcSettings.from_env()
+        sync = sqlite_sync()
         from_flag = args.queue != os.environ.get("MEDIAFLOW_QUEUE")
         queue_target(args.queue, data_dir, name="--queue" if from_flag else "MEDIAFLOW_QUEUE")
-    except (ConfigError, UnsupportedQueue) as exc:
+    except (ConfigError, QueueError) as exc:  # QueueError: the queue, MEDIAFLOW_SQLITE_SYNC
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
     try:
         state = AppState.for_serve(
-            data_dir, settings=settings, queue_url=args.queue, gc_settings=gc_settings
+            data_dir,
+            settings=settings,
+            queue_url=args.queue,
+            gc_settings=gc_settings,
+            sqlite_sync=sync,
         )
     except (QueueError, OSError) as exc:
         print(f"mediaflow: cannot open {data_dir}: {exc}", file=sys.stderr)
@@ -96,7 +101,7 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"mediaflow: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     try:
-        sweeping = start_periodic(data_dir, args.queue, state.bus, gc_settings)
+        sweeping = start_periodic(data_dir, args.queue, state.bus, gc_settings, sqlite_sync=sync)
     except QueueError as exc:
         await runner.cleanup()
         await state.close()

@@ -12,7 +12,8 @@ a sweep keeps every *root* and takes the rest:
 - an open run's horizon: what a running flow saved but has not yet emitted;
 - a response that is sending it (a shared file lock).
 
-- ``settings``: :class:`GcSettings` from the environment.
+- ``settings``: :class:`GcSettings`, read from the environment at the process
+  boundary (:meth:`GcSettings.from_env`).
 - ``plan``: the pure decisions (cutoff, cap excess).
 - ``gcdb``: the sweep's connection to ``store.sqlite3`` and its queries.
 - ``orphans``: stray files and stale temp files.

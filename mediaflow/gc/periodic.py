@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mediaflow.config import sqlite_sync
+from mediaflow.config import SqliteSync
 from mediaflow.engine.events import EventBus
 from mediaflow.gc.settings import GcSettings
 from mediaflow.gc.sweeper import Sweeper
@@ -30,17 +30,23 @@ class PeriodicSweep:
 
 
 def start_periodic(
-    data_dir: Path, queue_url: str | None, bus: EventBus, settings: GcSettings
+    data_dir: Path,
+    queue_url: str | None,
+    bus: EventBus,
+    settings: GcSettings,
+    *,
+    sqlite_sync: SqliteSync = "NORMAL",
 ) -> PeriodicSweep | None:
     """Start sweeping ``data_dir`` every ``settings.interval_s`` (and watching the cap
-    when ``settings.max_bytes`` is set); None when both are off.
+    when ``settings.max_bytes`` is set); None when both are off. ``sqlite_sync``:
+    the SQLite queue's ``synchronous``, as the process's other queue handles have it.
 
     Synchronous; call it on the running loop. Raises ``QueueError`` if the queue
     cannot be opened. :meth:`PeriodicSweep.stop` before the session or server stops.
     """
     if settings.interval_s == 0 and settings.max_bytes is None:
         return None
-    queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync())
+    queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync)
     sweeper = Sweeper(data_dir, queue, bus, settings)
     sweeper.start()
     return PeriodicSweep(sweeper, queue)

@@ -1,4 +1,5 @@
-"""GC settings from the environment, each refusing a value it cannot use in one line."""
+"""GC settings, and how the process boundary reads them from the environment
+(:meth:`GcSettings.from_env`), each refusing a value it cannot use in one line."""
 
 from __future__ import annotations
 
@@ -46,7 +47,10 @@ def format_bytes(count: float) -> str:
 
 @dataclass(frozen=True)
 class GcSettings:
-    """When sweeps run and what they spare; each field mirrors an environment variable."""
+    """When sweeps run and what they spare; each field mirrors an environment variable.
+
+    The defaults are the built-in ones; :meth:`from_env` reads the variables.
+    """
 
     interval_s: float = 3600.0  # ARTIFACT_GC_INTERVAL_S; 0 turns periodic sweeps off
     grace_s: float = 3600.0  # ARTIFACT_GC_GRACE_S: anything saved this recently is spared
@@ -57,6 +61,9 @@ class GcSettings:
     run_record_days: float = 30.0  # MEDIAFLOW_RUN_RECORD_DAYS: ended runs kept this long
     run_record_keep: int = 20  # MEDIAFLOW_RUN_RECORD_KEEP: per flow, whatever their age
     temp_age_s: float = 3600.0  # MEDIAFLOW_TEMP_AGE_S: temp files untouched this long go
+    # MEDIAFLOW_LEASE_MS, the engine's lease (EngineSettings.lease_ms): a run whose owner
+    # has not beaten for two leases is dead, and what it saved is no longer spared.
+    lease_ms: int = 15_000
 
     @classmethod
     def from_env(cls) -> GcSettings:
@@ -72,6 +79,7 @@ class GcSettings:
             run_record_days=env_float("MEDIAFLOW_RUN_RECORD_DAYS", d.run_record_days),
             run_record_keep=env_int("MEDIAFLOW_RUN_RECORD_KEEP", d.run_record_keep, minimum=1),
             temp_age_s=env_float("MEDIAFLOW_TEMP_AGE_S", d.temp_age_s),
+            lease_ms=env_int("MEDIAFLOW_LEASE_MS", d.lease_ms, minimum=100),
         )
 
 

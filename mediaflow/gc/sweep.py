@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mediaflow.config import EngineSettings
 from mediaflow.engine.ownership import owner_alive
 from mediaflow.engine.state_store import StateStore
 from mediaflow.eventloop import run_blocking
@@ -124,6 +123,9 @@ async def sweep_artifacts(
 ) -> SweepReport:
     """Sweep ``data_dir``'s store once; see the module docstring for the steps.
 
+    ``settings`` None means the built-in :class:`GcSettings` (the environment is
+    read at the process boundary, :meth:`GcSettings.from_env`, not here).
+
     ``cap_only`` skips everything but the cap (the watcher's frequent pass).
     ``now`` defaults to the store's clock. ``progress`` and ``events`` are
     called from worker threads (hop to a loop with ``call_soon_threadsafe``).
@@ -141,7 +143,7 @@ async def sweep_artifacts(
                 data_dir,
                 queue,
                 target,
-                settings or GcSettings.from_env(),
+                settings or GcSettings(),
                 dry_run=dry_run,
                 now=target.clock() if now is None else now,
                 progress=progress,
@@ -213,7 +215,7 @@ class _Sweep:
 
     async def run(self, *, cap_only: bool) -> SweepReport:
         started = time.monotonic()
-        lease_s = EngineSettings.from_env().lease_ms / 1000
+        lease_s = self.settings.lease_ms / 1000
         pins = await self._blocking(read_pins, self.data_dir, lease_s)
         cutoff = choose_cutoff(self.now, self.settings.grace_s, pins)
         self.report.cutoff, self.report.pinned_by = cutoff.at, cutoff.pinned_by

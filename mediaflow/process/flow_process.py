@@ -10,8 +10,9 @@ an application that embeds mediaflow) gets the same process the same way::
     reason = await process.wait(until_idle=True)
     outcome = await process.stop(reason)
 
-Settings come in typed (``EngineSettings``, ``GcSettings``, ``ServerSettings``);
-reading them from the environment is the caller's job, at its boundary.
+Settings come in typed (``EngineSettings``, ``GcSettings``, ``ServerSettings``),
+the built-in defaults for those not given; reading them from the environment is
+the caller's job, at its boundary (``mediaflow run`` calls each ``from_env``).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class FlowProcess:
         self.url: str | None = None
         """The server's address once started with a port, else None."""
         self._queue_url = queue_url
-        self._gc_settings = gc_settings or GcSettings()
+        # Without GC settings the sweep still judges a run's owner by the session's lease.
+        self._gc_settings = gc_settings or GcSettings(lease_ms=self.session.settings.lease_ms)
         self._server_settings = server_settings
         self._port = port
         self._flow_file = flow_file
@@ -110,7 +112,11 @@ class FlowProcess:
             if not self._worker:  # garbage collection is the run's job, not a worker's
                 try:
                     self._sweeping = start_periodic(
-                        self.data_dir, self._queue_url, self.bus, self._gc_settings
+                        self.data_dir,
+                        self._queue_url,
+                        self.bus,
+                        self._gc_settings,
+                        sqlite_sync=self.session.settings.sqlite_sync,
                     )
                 except QueueError as exc:
                     raise PartFailed("sweep", exc) from exc

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aiohttp import web
 
-from mediaflow.config import sqlite_sync
+from mediaflow.config import SqliteSync
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.state_store import StateStore
 from mediaflow.live.hub import LiveHub
@@ -53,6 +53,8 @@ class Answered(NamedTuple):
 class AppState:
     """Everything the handlers share. Create before the app; :meth:`close` after it.
 
+    ``settings`` None means the built-in :class:`ServerSettings` (the environment
+    is read at the process boundary, :meth:`ServerSettings.from_env`, not here).
     ``owns_backends``: :meth:`close` also closes the queue (the serve case);
     a session's queue belongs to the session. ``gc_settings``: the storage
     lifecycle settings the process sweeps with, for ``/metrics`` (the disk cap);
@@ -73,7 +75,7 @@ class AppState:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.gc_settings = gc_settings
-        self.settings = settings or ServerSettings.from_env()
+        self.settings = settings or ServerSettings()
         self.store = store or ArtifactStore(self.data_dir)
         self.queue = queue
         self.bus = bus or EventBus()
@@ -96,14 +98,16 @@ class AppState:
         settings: ServerSettings | None = None,
         queue_url: str | None = None,
         gc_settings: GcSettings | None = None,
+        sqlite_sync: SqliteSync = "NORMAL",
     ) -> AppState:
-        """State for ``mediaflow serve``: opens the data dir's store and queue.
+        """State for ``mediaflow serve``: opens the data dir's store and queue
+        (``sqlite_sync``: the SQLite queue's ``synchronous``).
 
         Raises :class:`~mediaflow.queue.QueueError` if the queue setting is unusable.
         """
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync())
+        queue = open_queue(queue_url, data_dir, sqlite_sync=sqlite_sync)
         return cls(
             data_dir,
             settings=settings,
