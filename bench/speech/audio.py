@@ -52,17 +52,19 @@ def make_audio(path: Path, seconds: float) -> Path:
     return path
 
 
+def pcm_wav(pcm: bytes, rate: int = RATE) -> bytes:
+    """A complete mono 16-bit WAV file of ``pcm``, as a microphone chunk is."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as chunk:
+        chunk.setnchannels(1)
+        chunk.setsampwidth(2)
+        chunk.setframerate(rate)
+        chunk.writeframes(pcm)
+    return buffer.getvalue()
+
+
 def wav_chunks(path: Path, chunk_ms: int) -> list[bytes]:
     with wave.open(str(path), "rb") as wav:
         pcm = wav.readframes(wav.getnframes())
     step = RATE * chunk_ms // 1000 * 2
-    out = []
-    for at in range(0, len(pcm), step):
-        buffer = io.BytesIO()
-        with wave.open(buffer, "wb") as chunk:
-            chunk.setnchannels(1)
-            chunk.setsampwidth(2)
-            chunk.setframerate(RATE)
-            chunk.writeframes(pcm[at : at + step])
-        out.append(buffer.getvalue())
-    return out
+    return [pcm_wav(pcm[at : at + step]) for at in range(0, len(pcm), step)]

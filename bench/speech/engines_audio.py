@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from devices.audio_chunks import pcm_wav
+from bench.speech.audio import pcm_wav
 
 RATE = 16000
 QUICK_RECORDINGS = ("sense_and_sensibility_01_austen_64kb-0880",)  # 3 s, for the tests

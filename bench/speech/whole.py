@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._lib.common import Json, run_child
-from bench.speech.audio import GRAMMAR, RATE, SENTENCES, make_audio, speak
+from bench.speech.audio import GRAMMAR, RATE, SENTENCES, make_audio, pcm_wav, speak
 from bench.speech.wer import wer
-from devices.audio_chunks import pcm_wav
 
 VARIANTS = {
     "streaming only (before)": {"redecode": False, "partials": True},

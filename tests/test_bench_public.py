@@ -1,0 +1,152 @@
+"""The benchmarks use mediaflow as a user would (issue 26, item 6): a bench module
+imports only public names of ``mediaflow``, ``connectors`` and ``devices``.
+
+Public is what a package's ``__init__`` exports in ``__all__`` (``from mediaflow
+import FlowSession``, ``from mediaflow.queue import open_queue``); the CLI, the HTTP
+API and the documented settings are public too, but a bench reaches those as a user
+does (a subprocess, a request, an environment variable), not by importing. A
+submodule (``from mediaflow import eventloop``, ``from mediaflow.gc import sweep``)
+or a name a package does not export is an internal. A peer measured beside
+mediaflow (raw Redis, bare pocketsphinx) is reached through the peer's own client.
+
+``LEFT`` lists the internals some benches still import, each with the reason it
+is not yet public; it only shrinks: a new internal import fails, and so does an
+entry nothing imports any more.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PRODUCT = ("mediaflow", "connectors", "devices")
+
+# (bench file, "module:name" or "module") still imported though internal, and why.
+LEFT: dict[tuple[str, str], str] = {}
+_WHY = {
+    "redis": "the Redis profile names each Lua script by its text; the queue's scripts "
+    "do not name themselves, so the bench reads the backend's script constants",
+    "capture": "a microbenchmark of the camera's JPEG and segment encoders, which no "
+    "public name or flow isolates",
+    "gc": "times the sweep's steps by wrapping them; SweepProgress is throttled and "
+    "has no phase ends",
+    "record": "a microbenchmark of the recorder's mux against ffmpeg on the same "
+    "segments, which no public name isolates",
+    "speech": "the bare recogniser (the pipeline's peer) is mediaflow's own pocketsphinx "
+    "and Whisper wrapper with the node's defaults; pocketsphinx and faster-whisper "
+    "driven directly would measure a different configuration",
+}
+_LEFT_BY_FILE = {
+    "bench/_lib/redis_tools.py": ("redis", "mediaflow.queue.redis_once:run_once",
+        "mediaflow.queue:redis_lua", "mediaflow.queue:redis_lua_admin",
+        "mediaflow.queue:redis_lua_lease"),
+    "bench/capture/main.py": ("capture", "connectors._jpeg:FfmpegJpegEncoder",
+        "connectors._jpeg:TurboJpegEncoder", "connectors._jpeg:make_jpeg_encoder",
+        "connectors._segments:SegmentEncoder", "connectors._segments:SegmentJob",
+        "connectors._timeline:Epoch", "connectors._video:JpegJob", "connectors._video:JpegWork"),
+    "bench/gc/child.py": ("gc", "mediaflow.gc:gcdb", "mediaflow.gc:sweep"),
+    "bench/record/main.py": ("record", "connectors._segments:SegmentEncoder",
+        "connectors._segments:SegmentJob", "connectors._timeline:Epoch",
+        "mediaflow.nodes.recorder_mux:ClipAudio", "mediaflow.nodes.recorder_mux:SegmentFile",
+        "mediaflow.nodes.recorder_mux:mux_clip"),
+    "bench/speech/engines.py": ("speech", "mediaflow.nodes.recognizer:SphinxSearch",
+        "mediaflow.nodes.recognizer:sphinx_config",
+        "mediaflow.nodes.speech_recipe:PocketSphinxRecipe",
+        "mediaflow.nodes.whisper_engine:WhisperSettings",
+        "mediaflow.nodes.whisper_engine:default_threads",
+        "mediaflow.nodes.whisper_engine:shared_model", "mediaflow.nodes.whisper_engine:words_of",
+        "mediaflow.nodes.whisper_models:resolve_model"),
+    "bench/speech/main.py": ("speech", "mediaflow.nodes.recognizer:PocketSphinxRecognizer",
+        "mediaflow.nodes.recognizer:SphinxSearch", "mediaflow.nodes.speech:SpeechStream"),
+    "bench/speech/overhead.py": ("speech", "mediaflow.nodes.recognizer:SphinxSearch",
+        "mediaflow.nodes.speech:SpeechNode", "mediaflow.nodes.speech_recipe:PocketSphinxRecipe"),
+    "bench/speech/whole.py": ("speech", "mediaflow.nodes.recognizer:PocketSphinxRecognizer",
+        "mediaflow.nodes.recognizer:SphinxSearch", "mediaflow.nodes.recognizer:sphinx_config",
+        "mediaflow.nodes.speech:SpeechStream"),
+}  # fmt: skip
+LEFT.update(
+    ((file, name), _WHY[why]) for file, (why, *names) in _LEFT_BY_FILE.items() for name in names
+)
+
+
+@functools.cache
+def exported(package: str) -> frozenset[str]:
+    """The names ``package``'s ``__init__`` lists in ``__all__`` (empty without one)."""
+    init = REPO.joinpath(*package.split("."), "__init__.py")
+    if not init.is_file():
+        return frozenset()
+    for node in ast.parse(init.read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = ast.literal_eval(node.value)  # type: ignore[union-attr]
+            return frozenset(value)
+    return frozenset()
+
+
+def internal_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` for each import of a product module or name that is not public.
+
+    ``import mediaflow`` is public; ``import mediaflow.x`` never is (use the
+    ``from`` form with a name the package exports). ``from P import n`` is public
+    when ``n`` is in ``P.__all__``.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top in PRODUCT and alias.name != top:
+                    found.append((node.lineno, alias.name))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] not in PRODUCT:
+                continue
+            public = exported(node.module)
+            for alias in node.names:
+                if alias.name not in public:
+                    found.append((node.lineno, f"{node.module}:{alias.name}"))
+    return found
+
+
+def bench_imports() -> dict[tuple[str, str], list[int]]:
+    seen: dict[tuple[str, str], list[int]] = {}
+    for path in sorted((REPO / "bench").rglob("*.py")):
+        name = path.relative_to(REPO).as_posix()
+        for line, what in internal_imports(path.read_text()):
+            seen.setdefault((name, what), []).append(line)
+    return seen
+
+
+def test_bench_imports_only_public_names() -> None:
+    seen = bench_imports()
+    new = sorted(f"{file}:{lines[0]}: {what}" for (file, what), lines in seen.items()
+                 if (file, what) not in LEFT)  # fmt: skip
+    assert new == [], "bench imports internals; use the public way (see the module docstring)"
+
+
+def test_left_only_shrinks() -> None:
+    seen = bench_imports()
+    gone = sorted(f"{file}: {what}" for file, what in LEFT if (file, what) not in seen)
+    assert gone == [], "no bench imports these any more: take them out of LEFT"
+
+
+def test_the_check_refuses_internals_and_passes_the_public_api() -> None:
+    assert internal_imports("from mediaflow import eventloop\n") == [(1, "mediaflow:eventloop")]
+    assert internal_imports("from mediaflow.gc import sweep\n") == [(1, "mediaflow.gc:sweep")]
+    assert internal_imports("import mediaflow.queue.redis_lua\n") == [
+        (1, "mediaflow.queue.redis_lua")
+    ]
+    assert internal_imports("from mediaflow.nodes.speech import SpeechNode\n") == [
+        (1, "mediaflow.nodes.speech:SpeechNode")
+    ]
+    assert internal_imports("from connectors._jpeg import X\n") == [(1, "connectors._jpeg:X")]
+    assert internal_imports("def f():\n    from mediaflow.config import A\n") == [
+        (2, "mediaflow.config:A")
+    ]
+    public = (
+        "import mediaflow\nfrom mediaflow import FlowSession, Node\n"
+        "from mediaflow.queue import open_queue\nfrom mediaflow.store import ArtifactStore\n"
+        "from . import sibling\nfrom bench._lib.common import Json\nimport redis\n"
+    )
+    assert internal_imports(public) == []
