@@ -42,7 +42,7 @@ _LEFT_BY_FILE = {
     "bench/_lib/redis_tools.py": ("redis", "mediaflow.queue.redis_once:run_once",
         "mediaflow.queue:redis_lua", "mediaflow.queue:redis_lua_admin",
         "mediaflow.queue:redis_lua_lease"),
-    "bench/capture/main.py": ("capture", "connectors._jpeg:FfmpegJpegEncoder",
+    "bench/capture/children.py": ("capture", "connectors._jpeg:FfmpegJpegEncoder",
         "connectors._jpeg:TurboJpegEncoder", "connectors._jpeg:make_jpeg_encoder",
         "connectors._segments:SegmentEncoder", "connectors._segments:SegmentJob",
         "connectors._timeline:Epoch", "connectors._video:JpegJob", "connectors._video:JpegWork"),
