@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mediaflow.config import ConfigError
+from mediaflow.config import ConfigError, StoreSettings
 from mediaflow.server import AppState, ServerSettings
 from mediaflow.store import (
     ArtifactNotFound,
@@ -313,7 +313,7 @@ def test_open_store_picks_the_store_the_setting_names(
         monkeypatch.delenv("MEDIAFLOW_STORE", raising=False)
     else:
         monkeypatch.setenv("MEDIAFLOW_STORE", setting)
-    store = open_store(tmp_path)
+    store = open_store(tmp_path, StoreSettings.from_env())
     assert store.data_dir == tmp_path
     if base_url is None:
         assert type(store) is ArtifactStore
@@ -342,5 +342,5 @@ def test_open_store_refuses_other_settings_naming_the_variable(
 ) -> None:
     monkeypatch.setenv("MEDIAFLOW_STORE", setting)
     with pytest.raises(ValueError, match="^" + re.escape(f"MEDIAFLOW_STORE={setting!r}")) as caught:
-        open_store(tmp_path)
+        open_store(tmp_path, StoreSettings.from_env())
     assert isinstance(caught.value, ConfigError)

@@ -2,7 +2,8 @@
 pointing at an artifact service (``mediaflow serve``, another child), the queue on
 Redis, and a data directory of its own, so the two share nothing on disk.
 
-Needs ``FlowSession`` to build its store with ``open_store(self.data_dir)``.
+Needs ``mediaflow run`` to hand ``FlowSession`` the store settings it read
+(``EngineSettings.store``), and the session to open its store with them.
 """
 
 from __future__ import annotations

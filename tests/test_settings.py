@@ -14,6 +14,7 @@ from mediaflow.gc import GcSettings, sweep_artifacts
 from mediaflow.process import FlowProcess
 from mediaflow.queue import QueueError, open_queue
 from mediaflow.server import AppState, ServerSettings
+from mediaflow.store import ArtifactStore, RemoteArtifactStore, open_store
 from tests.engine_nodes import Counter, Recorder
 
 # Each would refuse the process if anything but the boundary read it.
@@ -120,3 +121,17 @@ async def test_a_flow_process_runs_sweeps_and_serves_without_the_environment(
     finally:
         await process.stop()
     assert Recorder.seen["sink"] == list(range(20))
+
+
+def test_open_store_takes_its_settings_not_the_environment(
+    unusable_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    local = open_store(tmp_path)
+    remote = open_store(tmp_path, StoreSettings("http://store.example:8765", "secret"))
+    try:
+        assert type(local) is ArtifactStore
+        assert isinstance(remote, RemoteArtifactStore)
+        assert (remote.base_url, remote.client.token) == ("http://store.example:8765", "secret")
+    finally:
+        local.close()
+        remote.close()

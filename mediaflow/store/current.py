@@ -5,7 +5,9 @@ asyncio tasks and ``asyncio.to_thread`` inherit it (they copy the context),
 plain ``threading.Thread`` workers do not and should be handed the store.
 Outside any ``use_store``, the store of :func:`default_data_dir` is used (the
 local one, or the service ``MEDIAFLOW_STORE`` names: :func:`open_store`), one
-instance per directory per process.
+instance per directory per process. That fallback reads the environment when it
+is first needed: a ``save_artifact`` outside any flow (a script) has no process
+boundary that could have handed it a store.
 
 Inside a node's run the engine also sets the run's context (:func:`enter_run`),
 so that :func:`save_artifact` there is ``ctx.save_artifact``: garbage
@@ -21,7 +23,7 @@ from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any, Protocol
 
-from mediaflow.config import default_data_dir
+from mediaflow.config import StoreSettings, default_data_dir
 from mediaflow.media import MediaRef
 from mediaflow.store.artifacts import ArtifactStore, Source
 from mediaflow.store.opener import open_store
@@ -53,7 +55,7 @@ def current_store() -> ArtifactStore:
     with _defaults_lock:
         store = _defaults.get(data_dir)
         if store is None:
-            store = _defaults[data_dir] = open_store(data_dir)
+            store = _defaults[data_dir] = open_store(data_dir, StoreSettings.from_env())
         return store
 
 

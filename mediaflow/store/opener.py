@@ -1,4 +1,5 @@
-""":func:`open_store`: the store ``MEDIAFLOW_STORE`` names for a data directory."""
+""":func:`open_store`: the store :class:`~mediaflow.config.StoreSettings` name for a
+data directory (``MEDIAFLOW_STORE``, read at the process boundary)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from mediaflow.store.remote import RemoteArtifactStore
 
 
 def open_store(data_dir: Path | str, settings: StoreSettings | None = None) -> ArtifactStore:
-    """The artifact store of ``data_dir``, as ``settings`` (default: the environment) say.
+    """The artifact store of ``data_dir``, as ``settings`` say (None: the local store).
 
-    ``MEDIAFLOW_STORE`` unset, empty or ``local``: ``ArtifactStore(data_dir)``.
-    An ``http://`` or ``https://`` URL: a :class:`RemoteArtifactStore` of that
-    service, caching in ``data_dir``, with ``MEDIAFLOW_TOKEN`` as its token.
-    Touches neither disk nor network. Raises
-    :class:`~mediaflow.config.ConfigError` (a ``ValueError``) naming
-    ``MEDIAFLOW_STORE`` for any other value.
+    No ``settings.url`` (``MEDIAFLOW_STORE`` unset, empty or ``local``):
+    ``ArtifactStore(data_dir)``. A service's URL: a :class:`RemoteArtifactStore`
+    of that service, caching in ``data_dir``, with ``settings.token``
+    (``MEDIAFLOW_TOKEN``). Touches neither disk nor network and reads no
+    environment variable: :meth:`StoreSettings.from_env
+    <mediaflow.config.StoreSettings.from_env>` does, and refuses a setting it
+    cannot use.
     """
-    settings = settings if settings is not None else StoreSettings.from_env()
+    settings = settings if settings is not None else StoreSettings()
     if settings.url is None:
         return ArtifactStore(data_dir)
     return RemoteArtifactStore(settings.url, cache_dir=data_dir, token=settings.token)
