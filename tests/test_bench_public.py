@@ -26,9 +26,6 @@ PRODUCT = ("mediaflow", "connectors", "devices")
 # (bench file, internal package) whose modules the file still imports, and why. By
 # package, not by name: the parts inside a package move (issue 26 moves many).
 LEFT: dict[tuple[str, str], str] = {
-    ("bench/_lib/redis_tools.py", "mediaflow.queue"): "the Redis profile names each Lua "
-    "script by its text; the queue's scripts do not name themselves, so the bench reads "
-    "the backend's script constants",
     ("bench/capture/children.py", "connectors"): "a microbenchmark of the camera's JPEG "
     "and segment encoders, which no public name or flow isolates",
     ("bench/gc/child.py", "mediaflow.gc"): "times the sweep's steps by wrapping them; "

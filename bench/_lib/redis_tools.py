@@ -9,16 +9,15 @@ Redis during a run shows up in them.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench._lib.common import Json
-from mediaflow.queue import queue_target, redis_lua, redis_lua_admin, redis_lua_lease
+from mediaflow.queue import queue_target
 
 # Enough for every script call of a profiled run (a few per 128 emissions).
 SLOWLOG_LEN = 200_000
@@ -92,26 +91,6 @@ def commandstats_delta(
     return out
 
 
-def script_names() -> dict[str, str]:
-    """SHA1 of each script the Redis backend sends (as ``EVALSHA`` names it) -> its name:
-    every upper-case script text of its Lua modules, as it is and, where the backend
-    wraps scripts to run once (:mod:`mediaflow.queue.redis_once`), wrapped."""
-    wraps: list[Callable[[str], str]] = [lambda text: text]
-    try:
-        from mediaflow.queue.redis_once import run_once
-
-        wraps.append(run_once)
-    except ImportError:  # a backend without the wrapper
-        pass
-    names = {}
-    for module in (redis_lua, redis_lua_admin, redis_lua_lease):
-        for name, value in vars(module).items():
-            if name.isupper() and isinstance(value, str):
-                for text in (wrap(value) for wrap in wraps):
-                    names[hashlib.sha1(text.encode()).hexdigest()] = name
-    return names
-
-
 class ScriptLog:
     """Server time per Lua script: SLOWLOG with a threshold of 0 logs every command
     with its duration and arguments (``EVALSHA <sha> ...``). The server's
@@ -139,14 +118,24 @@ class ScriptLog:
                     r.config_set(key, value)
                 r.slowlog_reset()
         self.truncated = len(entries) >= SLOWLOG_LEN
-        names = script_names()
         for entry in entries:
             command = entry["command"]
             words = command.split() if isinstance(command, str) else command.decode().split()
             verb = words[0].upper() if words else "?"
             if verb == "EVALSHA" and len(words) > 1:
-                table, name = self.per_script, names.get(words[1], words[1][:8])
+                table, name = self.per_script, words[1]
             else:
                 table, name = self.other, verb
             calls, usec = table.get(name, (0, 0))
             table[name] = (calls + 1, usec + int(entry["duration"]))
+
+    def named(self, names: dict[str, str]) -> dict[str, tuple[int, int]]:
+        """:attr:`per_script` (keyed by each script's SHA1) keyed by ``names[sha]``
+        (the queue operation that sends it, which the measured child reports), else
+        by the SHA1's first 8 digits."""
+        out: dict[str, tuple[int, int]] = {}
+        for sha, (calls, usec) in self.per_script.items():
+            name = names.get(sha, sha[:8])
+            c0, u0 = out.get(name, (0, 0))
+            out[name] = (c0 + calls, u0 + usec)
+        return out

@@ -20,6 +20,7 @@ import os
 import pstats
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,21 @@ from bench.emissions.nodes import (
     two_stage,
 )
 from mediaflow import EngineSettings, FlowSession
+from mediaflow.queue import WorkQueue, open_queue
+
+QueueHook = Callable[[WorkQueue], WorkQueue]
 
 
-async def _throughput(probe: Probe, data_dir: Path, queue_url: str | None = None) -> Json:
+async def _throughput(
+    probe: Probe, data_dir: Path, queue_url: str | None = None, hook: QueueHook | None = None
+) -> Json:
+    """One throughput run; ``hook`` gets the session's queue (opened here) to wrap."""
     flow = two_stage(CountingSource(probe), CountingSink(probe)).build()
-    session = FlowSession(flow, data_dir, queue_url=queue_url, settings=EngineSettings.from_env())
+    settings = EngineSettings.from_env()
+    queue = None
+    if hook is not None:
+        queue = hook(open_queue(queue_url, data_dir, sqlite_sync=settings.sqlite_sync))
+    session = FlowSession(flow, data_dir, queue_url=queue_url, queue=queue, settings=settings)
     probe.session = session
     await session.start()
     try:
@@ -70,13 +81,15 @@ async def _throughput(probe: Probe, data_dir: Path, queue_url: str | None = None
     return result
 
 
-def child_throughput(n: int, timeout_s: float, queue_url: str | None = None) -> Json:
+def child_throughput(
+    n: int, timeout_s: float, queue_url: str | None = None, hook: QueueHook | None = None
+) -> Json:
     probe = Probe(n)
     with (
         tempfile.TemporaryDirectory(prefix="bench-mf-") as tmp,
         Watchdog(timeout_s, probe.to_json),
     ):
-        return run_async(_throughput(probe, Path(tmp), queue_url))
+        return run_async(_throughput(probe, Path(tmp), queue_url, hook))
 
 
 def child_profile(

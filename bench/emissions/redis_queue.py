@@ -20,9 +20,12 @@ bench's: run it without ``--queue`` for them.
 from __future__ import annotations
 
 import argparse
+import contextvars
+import inspect
 import os
 import platform
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench._lib.common import Json, best_and_median, fmt_ms, fmt_rate, loop_name, verdict
@@ -32,12 +35,12 @@ from bench._lib.redis_tools import (
     commandstats,
     commandstats_delta,
     forget_prefix,
-    script_names,
     server_info,
 )
 from bench.emissions.child import child_throughput
 from bench.emissions.render import fmt_s, render_profile, table
 from bench.emissions.report import Report, anomalies, delivery_checks, run_measure
+from mediaflow.queue import WorkQueue
 
 TARGET_VS_RAW = 0.5
 # Commands the bench itself sends, and the scripts' total (their commands are listed).
@@ -52,13 +55,18 @@ BENCH_COMMANDS = frozenset(
 
 def child_scripts(n: int, timeout_s: float, queue_url: str) -> Json:
     """A throughput run with every call the queue makes timed on the client, at
-    redis-py's boundary (a script object's call, a plain command), so mediaflow's
-    internals are not touched: calls and seconds awaited per script or command.
-    The awaits overlap other work of the event loop."""
+    redis-py's boundary (a script object's call, a plain command), and named after
+    the queue operation that made it (the public methods of the queue's roles, which
+    the session's queue is wrapped in): calls and seconds awaited per operation and
+    script (a script sent by several is named by all: ``claim|reclaim``) and per
+    plain command, and which operation sends each script (by SHA1, as the server's
+    log names it). mediaflow's internals are not touched. The awaits
+    overlap other work of the event loop."""
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
 
-    names = script_names()
+    operation: contextvars.ContextVar[str] = contextvars.ContextVar("operation", default="?")
+    script_ops: dict[str, set[str]] = {}
     waits: dict[str, list[float]] = {}
     call_script, execute = AsyncScript.__call__, Redis.execute_command
 
@@ -68,11 +76,13 @@ def child_scripts(n: int, timeout_s: float, queue_url: str) -> Json:
         entry[1] += time.perf_counter() - started
 
     async def timed_script(self: AsyncScript, *args: Any, **kwargs: Any) -> Any:
+        op = operation.get()
+        script_ops.setdefault(self.sha, set()).add(op)
         started = time.perf_counter()
         try:
             return await call_script(self, *args, **kwargs)
         finally:
-            note(names.get(self.sha, self.sha[:8]), started)
+            note(self.sha, started)  # named once every operation sending it is known
 
     async def timed_execute(self: Redis, *args: Any, **kwargs: Any) -> Any:
         if str(args[0]).upper() in ("EVALSHA", "EVAL", "SCRIPT LOAD"):  # timed as scripts
@@ -86,10 +96,39 @@ def child_scripts(n: int, timeout_s: float, queue_url: str) -> Json:
     AsyncScript.__call__ = timed_script  # type: ignore[method-assign]
     Redis.execute_command = timed_execute  # type: ignore[method-assign]
     cpu = time.process_time()
-    result = child_throughput(n, timeout_s, queue_url)
+    result = child_throughput(n, timeout_s, queue_url, hook=lambda q: named_calls(q, operation))
     result["cpu_s"] = time.process_time() - cpu
-    result["client_waits"] = {k: {"calls": int(c), "wait_s": s} for k, (c, s) in waits.items()}
+    names = {sha: "|".join(sorted(ops)) for sha, ops in script_ops.items()}
+    client: dict[str, Json] = {}
+    for key, (calls, seconds) in waits.items():
+        entry = client.setdefault(names.get(key, key), {"calls": 0, "wait_s": 0.0})
+        entry["calls"] += int(calls)
+        entry["wait_s"] += seconds
+    result["client_waits"] = client
+    result["script_names"] = names
     return result
+
+
+def named_calls(queue: WorkQueue, operation: contextvars.ContextVar[str]) -> WorkQueue:
+    """``queue`` with each coroutine method of the public queue roles
+    (:class:`~mediaflow.queue.WorkQueue`) setting ``operation`` to its name while it runs."""
+    for name in dir(WorkQueue):
+        method = getattr(queue, name, None)
+        if name.startswith("_") or not inspect.iscoroutinefunction(method):
+            continue
+
+        def wrap(method: Callable[..., Awaitable[Any]], name: str) -> Callable[..., Any]:
+            async def named(*args: Any, **kwargs: Any) -> Any:
+                token = operation.set(name)
+                try:
+                    return await method(*args, **kwargs)
+                finally:
+                    operation.reset(token)
+
+            return named
+
+        setattr(queue, name, wrap(method, name))
+    return queue
 
 
 # -- in the parent --------------------------------------------------------------------------
@@ -120,7 +159,7 @@ def measure_on(
     if run.result is not None:
         run.result["server"] = {
             "commands": delta,
-            "scripts": log.per_script,
+            "scripts": log.named(run.result.get("script_names") or {}),
             "other": log.other,
             "slowlog_truncated": log.truncated,
         }
