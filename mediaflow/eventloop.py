@@ -4,7 +4,10 @@ uvloop runs the same asyncio code with a libuv loop written in C; here it
 lifts the HTTP server's request rate by about a fifth (``bench/serve.py``).
 ``MEDIAFLOW_LOOP`` picks explicitly: ``uvloop`` (refuse to start without it),
 ``asyncio`` (the standard loop), or ``auto`` (the default: uvloop if it
-imports). Library users keep whatever loop they run mediaflow on.
+imports). Library users keep whatever loop they run mediaflow on. The commands
+read ``MEDIAFLOW_LOOP`` and ``MEDIAFLOW_IO_THREADS`` at their boundary
+(:mod:`mediaflow.cli.loop`) and pass the choice here; this module reads no
+environment variable.
 
 :func:`run_blocking` hands a blocking step to a thread the way a cancellation
 must find it: finished before whatever the cancelled caller does next.
@@ -14,30 +17,26 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from mediaflow.config import ConfigError, env_int
+from mediaflow.config import ConfigError
 
 LOOP_ENV = "MEDIAFLOW_LOOP"
 LOOP_CHOICES = ("auto", "uvloop", "asyncio")
-IO_THREADS_ENV = "MEDIAFLOW_IO_THREADS"
 
 T = TypeVar("T")
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 
-def loop_factory(choice: str | None = None) -> LoopFactory | None:
-    """The factory for ``choice`` (default ``$MEDIAFLOW_LOOP``); None means asyncio's loop.
+def loop_factory(choice: str) -> LoopFactory | None:
+    """The factory for ``choice`` (one of :data:`LOOP_CHOICES`); None means asyncio's loop.
 
-    Raises :class:`~mediaflow.config.ConfigError` for an unknown choice, or for
-    ``uvloop`` when it is not installed.
+    Raises :class:`~mediaflow.config.ConfigError` naming ``MEDIAFLOW_LOOP`` for an
+    unknown choice, or for ``uvloop`` when it is not installed.
     """
-    if choice is None:
-        choice = os.environ.get(LOOP_ENV, "").strip().lower() or "auto"
     if choice not in LOOP_CHOICES:
         raise ConfigError(f"{LOOP_ENV}={choice!r}: expected one of {', '.join(LOOP_CHOICES)}")
     if choice == "asyncio":
@@ -67,31 +66,23 @@ def run(
         return runner.run(main)
 
 
-def io_executor() -> ThreadPoolExecutor:
+def default_io_threads() -> int:
+    """asyncio's own size for its default pool: cores + 4, at most 32."""
+    return min(32, (os.cpu_count() or 1) + 4)
+
+
+def io_executor(workers: int | None = None) -> ThreadPoolExecutor:
     """The threads ``asyncio.to_thread`` runs blocking file work on: saves (each one
-    fsyncs a file and its directory), reads, SQLite. ``MEDIAFLOW_IO_THREADS`` sizes
-    it (default asyncio's own: cores + 4, at most 32). Each thread a busy pool adds
-    keeps a malloc arena of its own (a 10-minute soak with 32 saw RSS creep as the
-    pool filled), and with a camera's saves written several at once
-    (:func:`connectors._emit.emit_lane`) the default kept a 720p30 camera beside 16
-    speech nodes whole; a box with many cameras on a slow disk may want more."""
-    workers = env_int(IO_THREADS_ENV, min(32, (os.cpu_count() or 1) + 4), minimum=1)
-    return ThreadPoolExecutor(workers, thread_name_prefix="mediaflow-io")
-
-
-def run_command(make_main: Callable[[], Coroutine[Any, Any, int]]) -> int:
-    """Run a command's coroutine on the configured loop; exit code 2 for a bad ``MEDIAFLOW_LOOP``.
-
-    Takes a factory, not a coroutine, so nothing is left un-awaited when the
-    setting is refused.
-    """
-    try:
-        factory = loop_factory()
-        executor = io_executor()
-    except ConfigError as exc:
-        print(f"mediaflow: {exc}", file=sys.stderr)
-        return 2
-    return run(make_main(), factory=factory, executor=executor)
+    fsyncs a file and its directory), reads, SQLite. ``workers`` sizes it (the
+    commands: ``MEDIAFLOW_IO_THREADS``; None: :func:`default_io_threads`). Each
+    thread a busy pool adds keeps a malloc arena of its own (a 10-minute soak with
+    32 saw RSS creep as the pool filled), and with a camera's saves written several
+    at once (:func:`connectors._emit.emit_lane`) the default kept a 720p30 camera
+    beside 16 speech nodes whole; a box with many cameras on a slow disk may want
+    more."""
+    return ThreadPoolExecutor(
+        workers if workers is not None else default_io_threads(), thread_name_prefix="mediaflow-io"
+    )
 
 
 async def run_blocking(

@@ -15,7 +15,6 @@ ALLOWED = {
     "mediaflow/config.py",
     "mediaflow/server/settings.py",
     "mediaflow/gc/settings.py",
-    "mediaflow/eventloop.py",  # MEDIAFLOW_LOOP: which event loop, chosen before any runs
 }
 ALLOWED_UNDER = ("mediaflow/cli/",)
 

@@ -1,4 +1,5 @@
-"""Which event loop the commands run on (mediaflow/eventloop.py)."""
+"""Which event loop the commands run on (mediaflow/eventloop.py), as the environment
+says (read at the command's boundary, mediaflow/cli/loop.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from mediaflow import eventloop
+from mediaflow.cli import loop as command_loop
 from mediaflow.config import ConfigError
 
 
@@ -30,10 +32,10 @@ def test_the_environment_decides_when_no_choice_is_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(eventloop.LOOP_ENV, " Asyncio ")
-    assert eventloop.loop_factory() is None
+    assert command_loop.loop_factory() is None
     monkeypatch.setenv(eventloop.LOOP_ENV, "tokio")
     with pytest.raises(ConfigError, match="MEDIAFLOW_LOOP='tokio'"):
-        eventloop.loop_factory()
+        command_loop.loop_factory()
 
 
 def test_run_uses_the_factory() -> None:
@@ -59,11 +61,11 @@ def test_a_bad_setting_refuses_the_command_with_exit_2(
         made.append("main")
         return main()
 
-    assert eventloop.run_command(make_main) == 2
+    assert command_loop.run_command(make_main) == 2
     assert made == []  # no coroutine left un-awaited
     assert "MEDIAFLOW_LOOP='tokio'" in capsys.readouterr().err
     monkeypatch.setenv(eventloop.LOOP_ENV, "auto")
-    assert eventloop.run_command(make_main) == 0 and made == ["main"]
+    assert command_loop.run_command(make_main) == 0 and made == ["main"]
 
 
 def test_the_cli_reports_a_bad_loop_setting(tmp_path: Path) -> None:
@@ -106,14 +108,14 @@ def test_blocking_file_work_gets_its_own_pool_sized_by_the_environment(
     default = min(12, (os.cpu_count() or 1) + 4)
     threads, name = eventloop.run(pool_size(default)())
     assert threads == default and name.startswith("mediaflow-io")
-    monkeypatch.setenv(eventloop.IO_THREADS_ENV, "12")
-    assert eventloop.run(pool_size(12)())[0] == 12
-    monkeypatch.setenv(eventloop.IO_THREADS_ENV, "3")
-    assert eventloop.run(pool_size(3)())[0] == 3
-    monkeypatch.setenv(eventloop.IO_THREADS_ENV, "many")
+    monkeypatch.setenv(command_loop.IO_THREADS_ENV, "12")
+    assert eventloop.run(pool_size(12)(), executor=command_loop.io_executor())[0] == 12
+    monkeypatch.setenv(command_loop.IO_THREADS_ENV, "3")
+    assert eventloop.run(pool_size(3)(), executor=command_loop.io_executor())[0] == 3
+    monkeypatch.setenv(command_loop.IO_THREADS_ENV, "many")
 
     async def main() -> int:
         return 0
 
-    assert eventloop.run_command(main) == 2
+    assert command_loop.run_command(main) == 2
     assert "MEDIAFLOW_IO_THREADS='many' is not an integer" in capsys.readouterr().err

@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
+from mediaflow.cli.loop import run_command
 from mediaflow.config import ConfigError, default_data_dir, sqlite_sync
 from mediaflow.gc import (
     GcSettings,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print("mediaflow: --forget-flow cannot be combined with --dry-run", file=sys.stderr)
         return 2
     try:
-        return eventloop.run_command(lambda: _gc(args))
+        return run_command(lambda: _gc(args))
     except KeyboardInterrupt:
         return 130
 

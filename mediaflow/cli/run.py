@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mediaflow import eventloop
 from mediaflow.cli.listen import announce
+from mediaflow.cli.loop import run_command
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, RunOutcome, StopReason
@@ -84,12 +84,12 @@ class RunOptions:
 
 
 def run(options: RunOptions) -> int:
-    """Run the flow on the configured event loop (see :mod:`mediaflow.eventloop`).
+    """Run the flow on the configured event loop (see :mod:`mediaflow.cli.loop`).
 
     Blocks until the run ends; returns the exit code. ``KeyboardInterrupt``
     before the signal handlers are in place propagates to the caller.
     """
-    return eventloop.run_command(lambda: run_flow(options))
+    return run_command(lambda: run_flow(options))
 
 
 async def run_flow(options: RunOptions) -> int:

@@ -24,9 +24,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mediaflow import eventloop
 from mediaflow.cli.args import add_data_option
 from mediaflow.cli.listen import add_server_options, announce, url_host
+from mediaflow.cli.loop import run_command
 from mediaflow.config import ConfigError, default_data_dir, sqlite_sync
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM. Blocks; returns the exit code."""
     try:
-        return eventloop.run_command(lambda: _serve(args))
+        return run_command(lambda: _serve(args))
     except KeyboardInterrupt:
         return 0
 
