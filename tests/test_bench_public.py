@@ -60,10 +60,10 @@ def exported(package: str) -> frozenset[str]:
     if not init.is_file():
         return frozenset()
     for node in ast.parse(init.read_text()).body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
-            value = ast.literal_eval(node.value)  # type: ignore[union-attr]
-            return frozenset(value)
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return frozenset(ast.literal_eval(node.value))
     return frozenset()
 
 

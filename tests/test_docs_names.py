@@ -1,8 +1,10 @@
 """Every flow key, command, flag and HTTP route the docs name exists.
 
 The pages are the README and docs/*.md; the checker is :mod:`tests.docs_names`.
-Benchmark commands (``python -m bench.x``) are checked too. Each check is also
-fed a deliberately wrong name, to show it fails on one.
+Benchmark commands (``python -m bench.x``) are checked too, and every repository
+path the pages (and the other Markdown files of the tree) name or link is in the
+tree (:mod:`tests.docs_paths`). Each check is also fed a deliberately wrong name,
+to show it fails on one.
 """
 
 from __future__ import annotations
@@ -23,9 +25,14 @@ from tests.docs_names import (
     flow_key_problems,
     route_problems,
 )
+from tests.docs_paths import ROOT, path_problems
 
 PAGES = doc_pages()
 IDS = [page.relative_to(PAGES[0].parent).as_posix() for page in PAGES]
+# Every Markdown file of the tree names paths: the README and docs/, the measurements,
+# the reliability record, the benchmarks' and the samples' own pages.
+MARKDOWN = [*PAGES, *(ROOT / name for name in ("BENCHMARKS.md", "RELIABILITY.md"))]
+MARKDOWN += [ROOT / "bench" / "README.md", ROOT / "samples" / "README.md"]
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +132,25 @@ def test_a_route_that_is_not_there_fails(routes: list[Route]) -> None:
     assert len(route_problems("`DELETE /api/flows/{flow}`", routes)) == 1
     assert len(route_problems("`GET /api/flows`, `…/restart`", routes)) == 1
     assert len(route_problems("```sh\ncurl http://HOST:8765/api/flowz\n```\n", routes)) == 1
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=[p.relative_to(ROOT).as_posix() for p in MARKDOWN])
+def test_every_path_the_page_names_is_in_the_tree(page: Path) -> None:
+    assert path_problems(page.read_text(), page.parent) == []
+
+
+def test_a_path_that_is_not_there_fails() -> None:
+    docs = ROOT / "docs"
+    assert path_problems("`mediaflow/engine/` and `samples/*.toml`, [x](../README.md)", docs) == []
+    assert path_problems("`bench/FAMILY/main.py`, `mediaflow/<package>/__init__.py`.") == []
+    assert path_problems("The reducer (mediaflow/engine/reducer.py) decides.") == [
+        "mediaflow/engine/reducer.py: no such file or folder"
+    ]
+    assert path_problems("[storage](storage.md) and [gone](gone.md#x)", docs) == [
+        "link gone.md: no such file or folder"
+    ]
+    assert path_problems("`connectors/_nothing/*.py`") == [
+        "connectors/_nothing/*.py: no such file or folder"
+    ]
+    # Not repository paths: a URL's path, a dotted module, a path inside another.
+    assert path_problems("http://host/mediaflow/x.py, python -m mediaflow.nope, /usr/tests/x") == []
