@@ -51,20 +51,12 @@ THREAD_GROUPS = (
 
 
 def _recipe() -> Any:
-    from mediaflow.nodes.pocketsphinx_config import SphinxSearch
     from mediaflow.nodes.speech import SpeechNode
-    from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
 
-    # The node's own defaults: what a `use = "speech"` with this grammar builds.
-    node = SpeechNode(grammar=str(GRAMMAR))
-    search = SphinxSearch(grammar=GRAMMAR.read_text(), grammar_name=GRAMMAR.stem)
-    return PocketSphinxRecipe(
-        search,
-        vad_mode=node.vad_mode,
-        partials=node.partials,
-        redecode=node.redecode,
-        max_utterance_s=node.max_utterance_s,
-    )
+    # The node's own recipe: what a `use = "speech"` with this grammar builds.
+    sphinx = SpeechNode(grammar=str(GRAMMAR)).sphinx
+    assert sphinx is not None
+    return sphinx.recipe(GRAMMAR.parent)
 
 
 def child_bare(args: Json) -> Json:

@@ -93,28 +93,21 @@ from typing import Any, ClassVar, TypeVar
 
 from mediaflow.media import MediaError, MediaRef
 from mediaflow.node import Context, Node
-from mediaflow.nodes.pocketsphinx_config import SphinxSearch, resolve_vad_mode
 from mediaflow.nodes.recognizer import Recognizer, RecognizerError
-from mediaflow.nodes.speech_audio import (
-    AudioFormatError,
-    is_wav_media_type,
-)
+from mediaflow.nodes.speech_audio import AudioFormatError, is_wav_media_type
 from mediaflow.nodes.speech_host import HostedRecognizer
-from mediaflow.nodes.speech_recipe import (
-    EngineRecipe,
-    PocketSphinxRecipe,
-    RecognizerRecipe,
-    read_grammar,
+from mediaflow.nodes.speech_options import (
+    ISOLATIONS,
+    POCKETSPHINX,
+    WHISPER,
+    SphinxOptions,
+    check_options,
+    sphinx_options,
+    whisper_settings,
 )
+from mediaflow.nodes.speech_recipe import EngineRecipe, RecognizerRecipe
 from mediaflow.nodes.speech_stream import MAX_HOLE_FILL_S, SpeechStream, Transcript
-from mediaflow.nodes.voice_activity import VoiceSettings
 from mediaflow.nodes.whisper_engine import WhisperSettings
-from mediaflow.nodes.whisper_models import DEFAULT_MODEL
-from mediaflow.nodes.whole_utterance import (
-    DEFAULT_MAX_UTTERANCE_S,
-    DEFAULT_PAD_AFTER_S,
-    DEFAULT_PAD_BEFORE_S,
-)
 from mediaflow.store import ArtifactNotFound
 
 log = logging.getLogger("mediaflow.nodes.speech")
@@ -122,7 +115,6 @@ log = logging.getLogger("mediaflow.nodes.speech")
 __all__ = ["MAX_HOLE_FILL_S", "SpeechInputError", "SpeechNode", "SpeechStream", "Transcript"]
 
 T = TypeVar("T")
-ISOLATIONS = ("process", "thread")
 
 
 class SpeechInputError(ValueError):
@@ -145,92 +137,6 @@ class SpeechInputError(ValueError):
         self.node = node
         self.chunk_seq = chunk_seq if isinstance(chunk_seq, int) else None
         self.item_seq = item_seq
-
-
-WHISPER = "whisper"
-POCKETSPHINX = "pocketsphinx"
-
-
-def check_options(
-    searches: Mapping[str, object],
-    sphinx_settings: Mapping[str, object],
-    *,
-    kws_threshold: float | None,
-    engine: str | None,
-    engine_options: Mapping[str, Any] | None,
-    whisper_settings: Mapping[str, object] | None = None,
-) -> None:
-    """Refuse contradictory speech options with a ``ValueError`` saying which. Pure.
-
-    ``searches`` (grammar, keyphrase, lm) exclude each other; they and
-    ``sphinx_settings`` configure pocketsphinx, so they exclude any other
-    ``engine``; ``whisper_settings`` need ``engine = "whisper"``.
-    """
-    chosen = sorted(name for name, value in searches.items() if value is not None)
-    if len(chosen) > 1:
-        raise ValueError(f"speech: give at most one of grammar, keyphrase, lm; got {chosen}")
-    if kws_threshold is not None and "keyphrase" not in chosen:
-        raise ValueError("speech: kws_threshold needs a keyphrase")
-    whisper = sorted(name for name, value in (whisper_settings or {}).items() if value is not None)
-    if whisper and engine != WHISPER:
-        raise ValueError(f"speech: {', '.join(whisper)} need engine = {WHISPER!r}")
-    if engine in (None, POCKETSPHINX):
-        if engine_options is not None:
-            raise ValueError("speech: engine_options needs an engine")
-        return
-    sphinx = chosen + sorted(name for name, value in sphinx_settings.items() if value is not None)
-    if engine == WHISPER:
-        sphinx = [name for name in sphinx if name not in ("model", "max_utterance_s")]
-    if sphinx:
-        raise ValueError(
-            f"speech: {', '.join(sphinx)} configure pocketsphinx, not {engine!r}"
-            + ("" if engine == WHISPER else "; pass the engine's own settings in engine_options")
-        )
-    if engine == WHISPER and engine_options is not None:
-        raise ValueError("speech: engine 'whisper' takes its settings as the node's own options")
-
-
-def whisper_settings(
-    model: str | None,
-    max_utterance_s: float | None,
-    *,
-    partials: bool,
-    language: str | None,
-    beam_size: int | None,
-    compute_type: str | None,
-    threads: int | None,
-    download: bool | None,
-    partial_every_s: float | None,
-    vad_threshold: float | None,
-    pad_s: float | None,
-) -> WhisperSettings:
-    """The Whisper engine's settings from the node's options (None: the default).
-    Raises ``ValueError`` naming a bad one."""
-    base, voice = WhisperSettings(), VoiceSettings()
-    pad = voice.pad_s if pad_s is None else float(pad_s)
-    try:
-        return WhisperSettings(
-            model=model or DEFAULT_MODEL,
-            download=bool(download),
-            language=language,
-            beam_size=base.beam_size if beam_size is None else int(beam_size),
-            compute_type=compute_type or base.compute_type,
-            threads=base.threads if threads is None else int(threads),
-            partials=partials,
-            partial_every_s=(
-                base.partial_every_s if partial_every_s is None else float(partial_every_s)
-            ),
-            voice=VoiceSettings(
-                threshold=voice.threshold if vad_threshold is None else float(vad_threshold),
-                min_silence_s=max(voice.min_silence_s, pad),
-                pad_s=pad,
-                max_utterance_s=(
-                    voice.max_utterance_s if max_utterance_s is None else float(max_utterance_s)
-                ),
-            ),
-        )
-    except ValueError as exc:
-        raise ValueError(f"speech: {exc}") from None
 
 
 class SpeechNode(Node):
@@ -259,6 +165,11 @@ class SpeechNode(Node):
     speech nodes (:mod:`mediaflow.nodes.speech_host`: off the GIL), ``"thread"``
     (an ``engine``'s default) on the node's own thread in this process.
     Raises ``ValueError`` for a contradictory set of options.
+
+    The node keeps the chosen engine's settings: ``sphinx``
+    (:class:`~mediaflow.nodes.speech_options.SphinxOptions`), ``whisper``
+    (:class:`~mediaflow.nodes.whisper_engine.WhisperSettings`) or ``engine`` with
+    ``engine_options``; the others are None.
     """
 
     inputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
@@ -293,7 +204,17 @@ class SpeechNode(Node):
     ) -> None:
         if isolate is not None and isolate not in ISOLATIONS:
             raise ValueError(f"speech: isolate must be one of {ISOLATIONS}; got {isolate!r}")
-        whisper_options = {
+        searches: dict[str, Any] = {"grammar": grammar, "keyphrase": keyphrase, "lm": lm}
+        sphinx: dict[str, Any] = {
+            "model": model,
+            "dictionary": dictionary,
+            "decoder_options": decoder_options,
+            "redecode": redecode,
+            "max_utterance_s": max_utterance_s,
+            "pad_before_s": pad_before_s,
+            "pad_after_s": pad_after_s,
+        }
+        whisper: dict[str, Any] = {
             "language": language,
             "beam_size": beam_size,
             "compute_type": compute_type,
@@ -304,57 +225,32 @@ class SpeechNode(Node):
             "pad_s": pad_s,
         }
         check_options(
-            {"grammar": grammar, "keyphrase": keyphrase, "lm": lm},
-            {
-                "model": model,
-                "dictionary": dictionary,
-                "decoder_options": decoder_options,
-                "redecode": redecode,
-                "max_utterance_s": max_utterance_s,
-                "pad_before_s": pad_before_s,
-                "pad_after_s": pad_after_s,
-            },
+            searches,
+            sphinx,
             kws_threshold=kws_threshold,
             engine=engine,
             engine_options=engine_options,
-            whisper_settings=whisper_options,
+            whisper_settings=whisper,
         )
-        if engine == POCKETSPHINX:
-            engine = None
-        self.grammar, self.keyphrase, self.lm = grammar, keyphrase, lm
-        self.kws_threshold = 1e-20 if kws_threshold is None else float(kws_threshold)
-        self.model, self.dictionary = model, dictionary
-        self.vad_mode = resolve_vad_mode(vad_mode)
-        self.partials = bool(partials)
-        self.engine = engine
+        self.engine = None if engine == POCKETSPHINX else engine
         self.engine_options = dict(engine_options or {})
-        self.decoder_options = dict(decoder_options or {})
-        self.redecode = True if redecode is None else bool(redecode)
-        self.max_utterance_s = (
-            DEFAULT_MAX_UTTERANCE_S if max_utterance_s is None else float(max_utterance_s)
+        self.partials = bool(partials)
+        # Checked whatever the engine (a bad vad_mode or max_utterance_s is refused
+        # with any of them); used with pocketsphinx only.
+        checked = sphinx_options(
+            **searches,
+            **sphinx,
+            kws_threshold=kws_threshold,
+            vad_mode=vad_mode,
+            partials=self.partials,
         )
-        self.pad_before_s = DEFAULT_PAD_BEFORE_S if pad_before_s is None else float(pad_before_s)
-        self.pad_after_s = DEFAULT_PAD_AFTER_S if pad_after_s is None else float(pad_after_s)
-        if self.pad_before_s < 0 or self.pad_after_s < 0:
-            raise ValueError("speech: pad_before_s and pad_after_s must be 0 or more")
-        if not self.max_utterance_s > 0:
-            raise ValueError(f"speech: max_utterance_s must be positive; got {max_utterance_s!r}")
-        self.whisper: WhisperSettings | None = None
-        if engine == WHISPER:
-            self.whisper = whisper_settings(
-                model,
-                max_utterance_s,
-                partials=self.partials,
-                language=language,
-                beam_size=beam_size,
-                compute_type=compute_type,
-                threads=threads,
-                download=download,
-                partial_every_s=partial_every_s,
-                vad_threshold=vad_threshold,
-                pad_s=pad_s,
-            )
-        self.isolate = isolate or ("thread" if engine not in (None, WHISPER) else "process")
+        self.sphinx: SphinxOptions | None = checked if self.engine is None else None
+        self.whisper: WhisperSettings | None = (
+            whisper_settings(model, max_utterance_s, partials=self.partials, **whisper)
+            if self.engine == WHISPER
+            else None
+        )
+        self.isolate = isolate or ("thread" if self.engine not in (None, WHISPER) else "process")
         self._executor: ThreadPoolExecutor | None = None
         self._stream: SpeechStream | None = None
         self._node = "speech"
@@ -381,36 +277,12 @@ class SpeechNode(Node):
         return recipe.build()
 
     def _recipe(self, flow_dir: Path) -> RecognizerRecipe:
-        def path(option: str | None) -> Path | None:
-            if option is None:
-                return None
-            resolved = Path(option).expanduser()
-            return resolved if resolved.is_absolute() else flow_dir / resolved
-
+        if self.sphinx is not None:
+            return self.sphinx.recipe(flow_dir)
         if self.whisper is not None:
             return replace(self.whisper, flow_dir=flow_dir)
-        if self.engine is not None:
-            return EngineRecipe(self.engine, self.engine_options, flow_dir)
-        grammar_path = path(self.grammar)
-        search = SphinxSearch(
-            grammar=read_grammar(grammar_path),
-            grammar_name=grammar_path.stem if grammar_path is not None else "grammar",
-            keyphrase=self.keyphrase,
-            kws_threshold=self.kws_threshold,
-            lm=path(self.lm),
-        )
-        return PocketSphinxRecipe(
-            search,
-            model=path(self.model),
-            dictionary=path(self.dictionary),
-            vad_mode=self.vad_mode,
-            partials=self.partials,
-            decoder_options=self.decoder_options,
-            redecode=self.redecode,
-            max_utterance_s=self.max_utterance_s,
-            pad_before_s=self.pad_before_s,
-            pad_after_s=self.pad_after_s,
-        )
+        assert self.engine is not None  # neither pocketsphinx nor Whisper: another engine
+        return EngineRecipe(self.engine, self.engine_options, flow_dir)
 
     async def run(self, ctx: Context) -> None:
         """Feed one chunk; emit what it completed. Raises :class:`SpeechInputError`
