@@ -34,7 +34,7 @@ from mediaflow.engine.state_store import StateStore
 from mediaflow.gc import SweepReport
 from mediaflow.queue import EmissionRun, NewItem, StreamKey, WorkItem
 from mediaflow.store import ArtifactNotFound
-from mediaflow.store.artifacts import KEEP_KINDS, KeepKind
+from mediaflow.store.info import KEEP_KINDS, KeepKind
 from tests.gc_helpers import GRACE_S, STREAM, GcEnv, digest_of, open_env, owner_here, ref_payload
 
 # Sizes differ so the cap has choices to make; the alphabet is small so saves repeat.

@@ -29,8 +29,8 @@ from mediaflow.media import MediaRef, decode_value
 from mediaflow.node import ItemInfo
 from mediaflow.queue.contract import WorkItem
 from mediaflow.store import ArtifactStore
-from mediaflow.store.artifacts import Source
 from mediaflow.store.current import RunSaver, enter_run, exit_run
+from mediaflow.store.info import Source
 
 HOLD_S: Final = 86400.0
 """How long a hold outlives a crash of its holder: ``ctx.more.hold`` keeps expire

@@ -6,7 +6,8 @@ artifact or nothing; the same bytes are stored once however many processes
 save them. Size, first media type and creation time live in SQLite
 (``<data>/store.sqlite3``), next to the ``run_artifact`` keeps GC honours.
 
-- ``artifacts``: :class:`ArtifactStore`, the public face.
+- ``artifacts``: :class:`ArtifactStore`, the public face; ``info``: what it takes
+  and tells (:class:`ArtifactInfo`, the sources it saves, keep kinds, digest checks).
 - ``files``: temp files that hash while they fill, and atomic placement.
 - ``streams``: an async iterator's chunks handed to a writer thread, bounded.
 - ``metadata``: the SQLite tables, shared by processes (WAL, busy timeout).
@@ -20,7 +21,7 @@ save them. Size, first media type and creation time live in SQLite
   :class:`RemoteStoreError`, :class:`StoreUnreachable`.
 """
 
-from mediaflow.store.artifacts import ArtifactInfo, ArtifactStore
+from mediaflow.store.artifacts import ArtifactStore
 from mediaflow.store.current import current_store, save_artifact, use_store
 from mediaflow.store.errors import (
     ArtifactNotFound,
@@ -28,6 +29,7 @@ from mediaflow.store.errors import (
     StoreFull,
     StoreUnreachable,
 )
+from mediaflow.store.info import ArtifactInfo
 from mediaflow.store.opener import open_store
 from mediaflow.store.remote import RemoteArtifactStore
 

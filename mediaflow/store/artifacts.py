@@ -27,40 +27,26 @@ import sqlite3
 import time
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Literal, TypeAlias
+from typing import Any, BinaryIO
 
-from mediaflow.media import MediaError, MediaRef, check_digest, check_media_type
+from mediaflow.media import MediaRef, check_media_type
 from mediaflow.store.errors import ArtifactNotFound, StoreFull, raise_if_full
 from mediaflow.store.files import PartFile, place, read_chunks, sweep_parts
+from mediaflow.store.info import (
+    KEEP_KINDS,
+    ArtifactInfo,
+    KeepKind,
+    Source,
+    SyncSource,
+    copy_meta,
+    digest_of,
+)
 from mediaflow.store.locks import SaveLock
 from mediaflow.store.metadata import GcCounters, Metadata, Row, StoreTotals, SweepWork
 from mediaflow.store.recent import RecentBytes
 from mediaflow.store.streams import Chunk, check_chunk, fill_part
-
-SyncSource: TypeAlias = Chunk | str | os.PathLike[str] | Iterable[Chunk]
-Source: TypeAlias = SyncSource | AsyncIterable[Chunk]
-
-DIGEST_LEN = len("sha256:") + 64
-KeepKind: TypeAlias = Literal["recording", "hold"]
-KEEP_KINDS: tuple[KeepKind, ...] = ("recording", "hold")
-
-
-@dataclass(frozen=True)
-class ArtifactInfo:
-    """What the store knows about one artifact. ``created_at`` is epoch seconds."""
-
-    digest: str
-    size: int
-    media_type: str
-    created_at: float
-    path: Path
-    saved_at: float | None = None  # the latest save of these bytes; None: no row
-
-    def to_ref(self, meta: Mapping[str, Any] | None = None) -> MediaRef:
-        return MediaRef(self.digest, self.media_type, self.size, dict(meta or {}))
 
 
 class ArtifactStore:
@@ -120,7 +106,7 @@ class ArtifactStore:
             # a sync iterable is streamed chunk by chunk inside that thread.
             return await asyncio.to_thread(self.save_sync, data, media_type, meta)
         media_type = check_media_type(media_type)
-        meta = _copy_meta(meta)
+        meta = copy_meta(meta)
         part = await asyncio.to_thread(self._new_part)
         try:
             await fill_part(part, data)
@@ -137,7 +123,7 @@ class ArtifactStore:
     ) -> MediaRef:
         """Blocking :meth:`save` for worker threads (codec, device). Same contract and errors."""
         media_type = check_media_type(media_type)
-        meta = _copy_meta(meta)
+        meta = copy_meta(meta)
         if isinstance(data, bytes | bytearray | memoryview):
             digest, size = self._save_buffer(memoryview(data).cast("B"), media_type)
         elif isinstance(data, str | os.PathLike):
@@ -251,12 +237,12 @@ class ArtifactStore:
 
         Pure: no I/O. Raises :class:`MediaError` for a malformed digest.
         """
-        hex_digits = _digest_of(digest)[len("sha256:") :]
+        hex_digits = digest_of(digest)[len("sha256:") :]
         return self.artifacts_dir / hex_digits[0:2] / hex_digits[2:4] / hex_digits
 
     def exists(self, ref: MediaRef | str) -> bool:
         """True once the whole artifact is readable. Raises :class:`MediaError` if malformed."""
-        return self.local_path(_digest_of(ref)).is_file()
+        return self.local_path(digest_of(ref)).is_file()
 
     async def read(self, ref: MediaRef | str) -> bytes:
         """All of an artifact's bytes, read in a worker thread (use :meth:`open` for large ones).
@@ -265,7 +251,7 @@ class ArtifactStore:
         is found in place (a ``stat``, no thread hop; :mod:`mediaflow.store.recent`).
         Raises :class:`ArtifactNotFound` or :class:`MediaError`.
         """
-        digest = _digest_of(ref)
+        digest = digest_of(ref)
         recent = self._recent.get(digest)
         if recent is not None:
             if self.local_path(digest).is_file():
@@ -281,7 +267,7 @@ class ArtifactStore:
 
         Raises :class:`ArtifactNotFound` or :class:`MediaError`.
         """
-        digest = _digest_of(ref)
+        digest = digest_of(ref)
         try:
             return open(self.local_path(digest), "rb")
         except FileNotFoundError:
@@ -293,7 +279,7 @@ class ArtifactStore:
         A file without a row (a crash between placing and recording it) is
         reported as ``application/octet-stream`` created at the file's mtime.
         """
-        digest = _digest_of(ref)
+        digest = digest_of(ref)
         path = self.local_path(digest)
         try:
             file_stat = path.stat()
@@ -351,7 +337,7 @@ class ArtifactStore:
         :class:`ArtifactNotFound` if the digest is not recorded, ``ValueError``
         for an empty run id or an unknown kind.
         """
-        digest = _digest_of(digest)
+        digest = digest_of(digest)
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
         if kind not in KEEP_KINDS:
@@ -363,11 +349,11 @@ class ArtifactStore:
 
     def unkeep(self, run_id: str, digest: str) -> bool:
         """Drop run ``run_id``'s keep of ``digest``; True if it had one. Blocking."""
-        return self._meta.unkeep(run_id, _digest_of(digest))
+        return self._meta.unkeep(run_id, digest_of(digest))
 
     def is_kept(self, digest: str) -> bool:
         """True if any unexpired keep holds ``digest``. Blocking."""
-        return self._meta.is_kept(_digest_of(digest), self.clock())
+        return self._meta.is_kept(digest_of(digest), self.clock())
 
     def release(self, run_id: str) -> int:
         """Drop every keep of ``run_id``; return how many. Blocking."""
@@ -404,19 +390,3 @@ class ArtifactStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _copy_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
-    if meta is None:
-        return {}
-    if not isinstance(meta, Mapping):
-        raise TypeError(f"meta must be a mapping, got {type(meta).__name__}")
-    return dict(meta)
-
-
-def _digest_of(ref: MediaRef | str) -> str:
-    digest = ref.digest if isinstance(ref, MediaRef) else check_digest(ref)
-    # check_digest's pattern ends in `$`, which also matches before a trailing newline.
-    if len(digest) != DIGEST_LEN:
-        raise MediaError(f"malformed digest {digest!r}: expected 'sha256:' and 64 lowercase hex")
-    return digest

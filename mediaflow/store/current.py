@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from mediaflow.config import StoreSettings, default_data_dir
 from mediaflow.media import MediaRef
-from mediaflow.store.artifacts import ArtifactStore, Source
+from mediaflow.store.artifacts import ArtifactStore
+from mediaflow.store.info import Source
 from mediaflow.store.opener import open_store
 
 

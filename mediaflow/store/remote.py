@@ -47,16 +47,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mediaflow.media import MediaError, MediaRef, check_media_type
-from mediaflow.store.artifacts import (
-    ArtifactInfo,
-    ArtifactStore,
-    KeepKind,
-    Source,
-    SyncSource,
-    _digest_of,
-)
+from mediaflow.store.artifacts import ArtifactStore
 from mediaflow.store.errors import ArtifactNotFound, RemoteStoreError
 from mediaflow.store.files import place
+from mediaflow.store.info import ArtifactInfo, KeepKind, Source, SyncSource, digest_of
 from mediaflow.store.service import FALLBACK_TYPE, RetryPolicy, ServiceClient
 
 REMEMBER_S = 60.0  # well under the default GC grace (3600 s) of the service
@@ -156,11 +150,11 @@ class RemoteArtifactStore(ArtifactStore):
         :class:`ArtifactNotFound` if the service does not have it either,
         :class:`MediaError`, and the errors of a download (module docstring).
         """
-        return self._cached(_digest_of(digest))
+        return self._cached(digest_of(digest))
 
     def exists(self, ref: MediaRef | str) -> bool:
         """True if cached, else whether the service has it (``HEAD``). Blocking on a miss."""
-        digest = _digest_of(ref)
+        digest = digest_of(ref)
         return self.local_path(digest).is_file() or self.client.has(digest)
 
     async def read(self, ref: MediaRef | str) -> bytes:
@@ -168,7 +162,7 @@ class RemoteArtifactStore(ArtifactStore):
 
         Raises :class:`ArtifactNotFound`, :class:`MediaError`, and the errors of a download.
         """
-        return await asyncio.to_thread(self._read_cached, _digest_of(ref))
+        return await asyncio.to_thread(self._read_cached, digest_of(ref))
 
     def _read_cached(self, digest: str) -> bytes:
         try:
@@ -178,13 +172,13 @@ class RemoteArtifactStore(ArtifactStore):
 
     def open(self, ref: MediaRef | str) -> BinaryIO:
         """Open the cached file for streaming reads, fetching it first if missing. Blocking."""
-        digest = _digest_of(ref)
+        digest = digest_of(ref)
         self._cached(digest)
         return super().open(digest)
 
     def stat(self, ref: MediaRef | str) -> ArtifactInfo | None:
         """The cached copy's facts (fetched first if missing), or None if the service lacks it."""
-        digest = _digest_of(ref)
+        digest = digest_of(ref)
         try:
             self._cached(digest)
         except ArtifactNotFound:
@@ -205,7 +199,7 @@ class RemoteArtifactStore(ArtifactStore):
         try:
             return super().keep(run_id, digest, expires_at=expires_at, kind=kind)
         except ArtifactNotFound:
-            self._download(_digest_of(digest))
+            self._download(digest_of(digest))
         return super().keep(run_id, digest, expires_at=expires_at, kind=kind)
 
     def _cached(self, digest: str) -> Path:
