@@ -73,7 +73,10 @@ async def test_flows_of_a_running_session(tmp_path: Path) -> None:
     try:
         state = AppState.for_session(session, settings=ServerSettings())
         async with serve(tmp_path, state=state) as served:
-            await wait_until(lambda: session.snapshot().latest.get(("cam", "caption")) == "frame 4")
+            # The view shows what live views were told: durable values only.
+            await wait_until(
+                lambda: session.snapshot().told.get(("cam", "caption"), (0,))[0] == "frame 4"
+            )
             status, listing = await get_json(served, "/api/flows")
             assert status == 200 and listing["queue"] == "ok"
             (summary,) = listing["flows"]

@@ -31,8 +31,10 @@ class LatestThrottle:
     Each carries the emission's identity (``seq``, and ``item`` when the node ran
     for an item) next to ``value``.
 
-    Call :meth:`offer` on the event loop for every emitted value; it costs a dict
-    lookup unless an event is due.
+    Call :meth:`offer` on the event loop for every emitted value once it is durable;
+    it costs a dict lookup unless an event is due. :meth:`told` is what live views
+    have been told so far: the poll shows it, and a new event stream starts with it
+    (:mod:`mediaflow.server.sse`), so a view sees each value once whichever way it asks.
     """
 
     def __init__(self, bus: EventBus, flow: str, per_second: float = 10.0) -> None:
@@ -41,6 +43,18 @@ class LatestThrottle:
         self._interval = 1.0 / per_second
         self._last_sent: dict[tuple[str, str], float] = {}
         self._pending: dict[tuple[str, str], tuple[Any, Mapping[str, int]]] = {}
+        self._told: dict[tuple[str, str], tuple[Any, Mapping[str, int]]] = {}
+
+    def remember(self, values: Mapping[tuple[str, str], Any]) -> None:
+        """Values recorded by earlier runs (durable already): told as they are, with
+        no identity, until this run sends a newer one."""
+        for key, value in values.items():
+            self._told[key] = (value, {})
+
+    def told(self) -> dict[tuple[str, str], tuple[Any, Mapping[str, int]]]:
+        """Per ``(node, port)``, the encoded value its last ``latest`` event carried and
+        that value's identity (or a value of an earlier run): a copy."""
+        return dict(self._told)
 
     def offer(self, key: tuple[str, str], value: Any, ident: Mapping[str, int]) -> None:
         """Offer the value ``(node, port)`` just emitted."""
@@ -65,10 +79,17 @@ class LatestThrottle:
         self, key: tuple[str, str], pending: tuple[Any, Mapping[str, int]], now: float
     ) -> None:
         self._last_sent[key] = now
-        node, port = key
-        value, ident = pending
-        data = {"flow": self._flow, "node": node, "port": port, "value": present_value(value)}
-        self._bus.publish("latest", {**data, **ident}, replay=False)
+        self._told[key] = pending
+        self._bus.publish("latest", latest_data(self._flow, key, *pending), replay=False)
+
+
+def latest_data(
+    flow: str, key: tuple[str, str], value: Any, ident: Mapping[str, int]
+) -> dict[str, Any]:
+    """The fields of a ``latest`` event: the port, its encoded ``value`` as views show
+    it (:func:`~mediaflow.media.present_value`) and the emission's identity."""
+    node, port = key
+    return {"flow": flow, "node": node, "port": port, "value": present_value(value), **ident}
 
 
 @dataclass(frozen=True)

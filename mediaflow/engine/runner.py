@@ -147,13 +147,15 @@ class FlowRunner:
         self._trace = trace
         self._pins = Pins()
         self._latency = LatencyWindow()
+        # Live views: the journal offers each value once durable; snapshots read what was told.
+        self._told = LatestThrottle(self.bus, spec.name)
         self.journal = Journal(
             spec,
             queue=queue,
             consumer=consumer,
             scheduler=self,
             pins=self._pins,
-            latest_events=LatestThrottle(self.bus, spec.name),
+            latest_events=self._told,
             yield_every=self._settings.turn_items,
         )
         self._env = FlowEnv(
@@ -372,6 +374,7 @@ class FlowRunner:
     def load_latest(self, values: Mapping[tuple[str, str], Any]) -> None:
         """Latest values recorded by earlier runs (a resumed source continues from them)."""
         self.journal.latest_values.update(values)
+        self._told.remember(values)
 
     def start(self, run_id: str) -> None:
         """Start the loops (and the trace's segment): nodes are set up, ticks may come."""
@@ -442,6 +445,7 @@ class FlowRunner:
             run_id=self._env.run_id,
             latest=dict(self.journal.latest_values),
             latest_ids=dict(self.journal.latest_ids),
+            told=self._told.told(),
             lines=stream_counts(state),
             paused=self.flow in state.paused,
             stopping=state.stopping,

@@ -8,7 +8,7 @@ never holds a reference into state the engine keeps changing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mediaflow.flows import FlowSpec
@@ -20,8 +20,10 @@ class FlowSnapshot:
     """One flow run as its runner sees it.
 
     ``latest``: the newest encoded value per ``(node, port)`` (references as
-    ``{"$ref": ...}``), ``latest_ids`` which emission each is. ``lines``: per
-    stream, items held in memory and not running, and whether one runs.
+    ``{"$ref": ...}``), as emitted, durable or not; ``latest_ids`` which emission
+    each is. ``told``: per port, the newest value live views were told (durable:
+    see :meth:`~mediaflow.engine.events.LatestThrottle.told`) and its identity.
+    ``lines``: per stream, items held in memory and not running, and whether one runs.
     ``finished_items``: node runs this process finished; ``started_items``: per
     node, items that reached its run (emit-to-start latency recorded).
     """
@@ -36,6 +38,7 @@ class FlowSnapshot:
     finished_items: int
     started_items: Mapping[str, int]
     disabled: bool = False
+    told: Mapping[tuple[str, str], tuple[Any, Mapping[str, int]]] = field(default_factory=dict)
 
     @property
     def status(self) -> str:

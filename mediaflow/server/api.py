@@ -85,10 +85,13 @@ async def flow_view(
     session = state.sessions.get(name)
     if session is not None and session.started:
         snapshot = session.snapshot()
+        # What the event stream told, not what was emitted: durable values only, each
+        # the one its `latest` event carried, so the poll and the stream agree.
+        told = snapshot.told
         return live_flow_view(
             snapshot.spec,
-            latest=snapshot.latest,
-            ids=snapshot.latest_ids,
+            latest={key: value for key, (value, _) in told.items()},
+            ids={key: ident for key, (_, ident) in told.items()},
             counts=snapshot.lines,
             backlog=backlog,
             run=run,

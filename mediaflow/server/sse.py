@@ -13,6 +13,13 @@ not wait in silence for events that never come. ``?after=N`` is ``Last-Event-ID`
 clients that cannot set headers. A reader let in by a wall link
 (:mod:`.links`) gets only the events of the link's flow.
 
+``latest`` events are not replayed (they are superseded too fast to keep); a
+stream that takes them starts with one per port of each flow running here, the
+value its last ``latest`` event carried, then the live ones: a reader, new or
+reconnected, knows every port's value, and gets each value once. Those first
+events carry the id the stream resumes after (``Last-Event-ID``, else the bus's
+last), so a reader that drops right after them resumes where it would have.
+
 Backpressure: the bus never waits for a reader. Each connection reads from a
 bounded subscription (drop-oldest); a reader slower than the engine loses
 the oldest events and is told so with ``events_dropped``. A comment line
@@ -24,15 +31,16 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 from aiohttp import web
 
 from mediaflow.engine.event_types import EVENT_TYPES
-from mediaflow.engine.events import Event, EventBus, Subscription
+from mediaflow.engine.events import Event, EventBus, Subscription, latest_data
 from mediaflow.server.artifacts import error
 from mediaflow.server.links import SCOPE
-from mediaflow.server.state import STATE
+from mediaflow.server.state import STATE, AppState
 
 SUBSCRIPTION_SIZE = 1000
 MAX_TYPES = 64
@@ -101,14 +109,16 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
         # without a body, so a stream written to it would corrupt the connection.
         await response.prepare(request)
         return response
+    scope = request.get(SCOPE)  # a wall link's reader: its flow's events only
+    flow = None if scope is None else scope.flow
+    resume_at = state.bus.last_id if after is None else after
     subscription = state.bus.subscribe(after_id=after, maxsize=SUBSCRIPTION_SIZE, types=types)
+    told = _told(state, types, flow, resume_at)  # in the subscription's turn: nothing between
     subscriptions = request.app[SUBSCRIPTIONS]
     subscriptions.add(subscription)
     try:
         await response.prepare(request)
-        await response.write(b"retry: 2000\n\n")
-        scope = request.get(SCOPE)  # a wall link's reader: its flow's events only
-        flow = None if scope is None else scope.flow
+        await response.write(b"retry: 2000\n\n" + b"".join(map(format_event, told)))
         await _pump(response, subscription, state.settings.heartbeat_s, flow)
     except (ConnectionError, RuntimeError):
         pass  # the client went away (aiohttp raises these on a closed transport)
@@ -116,6 +126,24 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
         subscriptions.discard(subscription)
         subscription.close()
     return response
+
+
+def _told(
+    state: AppState, types: frozenset[str] | None, flow: str | None, event_id: int
+) -> list[Event]:
+    """A ``latest`` event (id ``event_id``) per port of each flow running here (only
+    ``flow`` with a link), carrying what its last ``latest`` event did, for a stream
+    that starts now; none if the stream does not take ``latest``. Read in the turn
+    the subscription is made, so each value reaches the reader once: here, or later."""
+    if types is not None and "latest" not in types:
+        return []
+    now = time.time()
+    return [
+        Event(event_id, "latest", now, latest_data(name, key, value, ident))
+        for name, session in state.sessions.items()
+        if session.started and flow in (None, name)
+        for key, (value, ident) in session.snapshot().told.items()
+    ]
 
 
 async def _pump(
