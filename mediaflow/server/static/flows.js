@@ -1,13 +1,15 @@
 // The flows on the wall: one section per flow, one widget per output port, and
 // where each value that arrives goes.
 //
-// Values arrive two ways: `latest` events ({flow, node, port, value}) from the
-// event stream, and polls of GET /api/flows/{flow} for a flow that has had no
-// `latest` event for EVENTS_FRESH_MS (so the wall works with an engine that does
-// not publish them). Widgets are made from polls: events do not say a port's
-// kind. A transcript event goes to its port's widget if it has one (the port the
-// event names, else the only text port of its kind: text.js), else to the
-// transcripts panel.
+// Each value reaches the wall one way. A flow running in this server sends its
+// values as `latest` events ({flow, node, port, value, seq, item?}), each once it
+// is durable; the stream starts with every port's current value (sse.py), so the
+// polls of GET /api/flows/{flow} only make its widgets (events do not say a
+// port's kind) and show its status. A flow not running here (another process's,
+// or a stored one) has no events: its values come with the polls. A value that
+// comes before its widget waits for it. A transcript event that names a port is
+// that port's value (it comes as `latest`); one that names none goes to a text
+// port of its node (text.js) or the transcripts panel.
 "use strict";
 
 (() => {
@@ -17,19 +19,19 @@
   const { MAX_LINES, TextWidget, LiveTextWidget, asText, isTextWidget } = window.MediaflowWall.textWidgets;
   const { toPanel } = window.MediaflowWall.status;
   const text = window.MediaflowText;
-  const EVENTS_FRESH_MS = 2000; // a flow with a `latest` event this recent is not polled
 
   const WIDGETS = { image: ImageWidget, audio: AudioWidget, video: VideoWidget, text: TextWidget };
   const widgetClass = (port, kind) =>
     (kind === "text" && text.isLivePort(port) ? LiveTextWidget : WIDGETS[kind] || ValueWidget);
 
   const flows = new Map(); // name -> FlowView
+  const unlisted = new Map(); // flow -> values that came before the flow was listed
 
   class FlowView {
-    constructor(name) {
+    constructor(name, waiting = new Map()) {
       this.name = name;
       this.widgets = new Map();
-      this.lastEventAt = 0;
+      this.waiting = waiting; // "node.port" -> {node, port, value, ident}: no widget yet
       this.applied = false;
       this.run = 1; // bumped by each run_started: emission seqs start again
       this.early = []; // transcript events that came before the first poll
@@ -53,8 +55,13 @@
         for (const [port, info] of Object.entries(node.outputs)) this.widget(node.id, port, info.kind, node.live);
       }
       // Values once every widget is there: a node's finished line must reach its live line.
-      for (const node of view.nodes) {
-        for (const [port, info] of Object.entries(node.outputs)) this.offer(node.id, port, info.latest, info);
+      for (const [key, { node, port, value, ident }] of [...this.waiting]) {
+        if (this.widgets.has(key)) this.offer(node, port, value, ident);
+      }
+      if (!view.live) { // no events carry this flow's values: the poll is their one way
+        for (const node of view.nodes) {
+          for (const [port, info] of Object.entries(node.outputs)) this.offer(node.id, port, info.latest, info);
+        }
       }
       this.badge.textContent = `${view.live ? "live" : "stored"} · backlog ${backlog}`;
       if (this.controls) this.controls.setStatus(view.status ?? null);
@@ -74,8 +81,11 @@
     // A port's value (from a poll or a `latest` event, with its emission's
     // identity `ident`: {seq?, item?}) to its widget, if it has one.
     offer(node, port, value, ident = {}) {
-      const widget = this.widgets.get(`${node}.${port}`);
-      if (!widget || value === null || value === undefined) return;
+      const key = `${node}.${port}`;
+      const widget = this.widgets.get(key);
+      if (value === null || value === undefined) return;
+      if (!widget) { this.waiting.set(key, { node, port, value, ident }); return; }
+      this.waiting.delete(key);
       if (isTextWidget(widget)) {
         this.text(node, widget, {
           text: asText(value),
@@ -102,6 +112,9 @@
         if (this.early.length > MAX_LINES) this.early.shift();
         return true;
       }
+      if (typeof data.port === "string" && this.widgets.has(`${data.node}.${data.port}`)) {
+        return true; // the port's value: it comes as a `latest` event once durable
+      }
       const widgets = this.textWidgets(data.node);
       const port = text.transcriptPort(data, widgets.map((w) => ({
         port: w.key.slice(data.node.length + 1), live: w instanceof LiveTextWidget })));
@@ -122,12 +135,8 @@
       for (const data of this.early.splice(0)) if (!this.transcript(data)) toPanel(data);
     }
     async poll() {
-      // Widgets are made from a poll (events do not say a port's kind), so the first
-      // answer is always applied, however busy the event stream is.
-      const started = Date.now();
-      if (this.applied && started - this.lastEventAt < EVENTS_FRESH_MS) return;
+      // Widgets are made from a poll (events do not say a port's kind).
       const view = await getJson(`/api/flows/${encodeURIComponent(this.name)}`);
-      if (this.applied && this.lastEventAt > started) return; // an event overtook it: newer
       this.apply(view);
       if (!this.applied) {
         this.applied = true;
@@ -147,7 +156,8 @@
     }
     for (const summary of listing.flows) {
       if (!flows.has(summary.name)) {
-        const view = new FlowView(summary.name);
+        const view = new FlowView(summary.name, unlisted.get(summary.name));
+        unlisted.delete(summary.name);
         flows.set(summary.name, view);
         main.querySelector(".empty")?.remove();
         main.append(view.root);
@@ -158,6 +168,17 @@
 
   async function pollAll() {
     await Promise.all([...flows.values()].map((flow) => flow.poll().catch(report)));
+  }
+
+  // A `latest` event: a value of a flow running here, once durable.
+  function latest(data) {
+    const flow = flows.get(data.flow);
+    if (flow) { flow.offer(data.node, data.port, data.value, data); return; }
+    if (typeof data.flow !== "string") return;
+    const waiting = unlisted.get(data.flow) || new Map();
+    const { node, port, value } = data;
+    unlisted.set(data.flow, waiting.set(`${node}.${port}`, { node, port, value, ident: data }));
+    refreshFlows().catch(report);
   }
 
   // Transcripts that came before the first flow listing: they may be a widget's.
@@ -183,5 +204,5 @@
     for (const data of early.splice(0)) transcript(data);
   }
 
-  window.MediaflowWall.flows = Object.freeze({ flows, refreshFlows, pollAll, transcript, listed });
+  window.MediaflowWall.flows = Object.freeze({ flows, refreshFlows, pollAll, latest, transcript, listed });
 })();

@@ -2,14 +2,15 @@
 // loaded before the wall's scripts that use it (text-widgets.js, status.js, flows.js)
 // as `window.MediaflowText`.
 //
-// A text value reaches the wall up to three ways: in a poll of /api/flows (the
-// port's latest value), in a `latest` event, and, for speech, in a `transcript`
-// event. Each is an *entry*: {text, seq?, item?, start?}. `seq` is the emission's
-// number on its port in this run (the wall prefixes the run it saw, so a new run
-// does not look like an old one), `item` the seq of the input item the node ran
-// for (events a node publishes carry it too: the key that joins a transcript to
-// its value). Identity decides, never the text: the same sentence said twice is
-// two entries; one emission seen three ways is one.
+// A text value reaches the wall one way (flows.js): in a `latest` event, or in a
+// poll of /api/flows for a flow not running in the server; a `transcript` event
+// that names no port is a line of its own. Each is an *entry*: {text, seq?, item?,
+// start?}. `seq` is the emission's number on its port in this run (the wall
+// prefixes the run it saw, so a new run does not look like an old one), `item`
+// the seq of the input item the node ran for. A stream that reconnects starts
+// again with each port's current value, and a poll repeats a port's value until it
+// changes: identity tells those from new lines, never the text (the same sentence
+// said twice is two entries).
 "use strict";
 
 (() => {

@@ -13,7 +13,7 @@
   const { report } = window.MediaflowWall.dom;
   const { audioContext } = window.MediaflowWall.media;
   const { STATUS_EVENTS, chip } = window.MediaflowWall.status;
-  const { flows, refreshFlows, pollAll, transcript, listed } = window.MediaflowWall.flows;
+  const { flows, refreshFlows, pollAll, latest, transcript, listed } = window.MediaflowWall.flows;
   const control = window.MediaflowWall.control;
   const POLL_MS = 500;
   const FLOW_LIST_MS = 5000;
@@ -29,12 +29,7 @@
     const on = (type, handler) => source.addEventListener(type, (message) => {
       try { handler(JSON.parse(message.data)); } catch (err) { report(err); }
     });
-    on("latest", (data) => {
-      const flow = flows.get(data.flow);
-      if (!flow) { refreshFlows().catch(report); return; }
-      flow.lastEventAt = Date.now();
-      flow.offer(data.node, data.port, data.value, data);
-    });
+    on("latest", latest);
     on("transcript", transcript);
     on("run_started", (data) => {
       const flow = flows.get(data.flow);
