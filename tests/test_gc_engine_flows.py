@@ -130,14 +130,14 @@ async def test_a_saved_reference_holds_the_horizon_until_emitted(
         before, after = SavingSource.saving[0]
         horizon = runner.horizon()
         assert before <= horizon <= after  # when the save started
-        await runner.heartbeat()  # the heartbeat records it
+        await runner.heartbeat.beat()  # the heartbeat records it
         record = _last_run(tmp_path, "pinning")
         assert record is not None and record.horizon == horizon
 
         await _step(gate)  # emitted and committed, kept, or held
         before = time.time()
         assert runner.horizon() >= before
-        await runner.heartbeat()
+        await runner.heartbeat.beat()
         record = _last_run(tmp_path, "pinning")
         assert record is not None and record.horizon is not None and record.horizon >= before
     finally:
@@ -157,7 +157,7 @@ async def test_a_saved_reference_not_yet_emitted_survives_a_sweep(
     assert runner is not None
     try:
         await asyncio.wait_for(gate.reached.wait(), 10)  # saved, not yet emitted
-        await runner.heartbeat()  # the run's horizon, recorded for the sweep
+        await runner.heartbeat.beat()  # the run's horizon, recorded for the sweep
         queue = SqliteQueue.in_dir(tmp_path)
         store = ArtifactStore(tmp_path)
         try:

@@ -15,7 +15,9 @@ commit, leases, backlog), :mod:`.pins` (what garbage collection must spare).
 the outside (HTTP, metrics) reads of a running flow.
 
 A chunk's way, connector to node: ``PortEmitter.emit`` -> ``RunContext.emit``
--> ``Journal.emit`` (buffered); the group commit -> ``WorkQueue.commit`` (claimed
-for this process in the same transaction) -> ``FlowRunner.committed`` ->
-``reduce`` (``StartNodeCommand``) -> ``NodeExecutor`` -> the node's ``run``.
+-> ``Journal.emit`` (buffered); the group commit (``Journal.flush``) ->
+``WorkQueue.commit`` (claimed for this process in the same transaction) ->
+``CommittedTick`` -> ``reduce`` (``StartNodeCommand``) -> ``NodeExecutor`` ->
+the node's ``run``. Every part hands its ticks to the runner's one dispatch
+(:data:`.commands.Dispatch`); none calls back into the runner otherwise.
 """

@@ -4,14 +4,19 @@ Three are answers the asking hand-off performs itself: ``ClaimCommand`` (the
 claimer's :class:`~.ticks.ClaimDueTick`), ``JournalCommand`` (the group
 commit's :class:`~.ticks.CommitDueTick`) and ``LeaseCommand`` (the lease
 round's :class:`~.ticks.LeaseDueTick`). The runner applies every other one.
+
+Every part of the engine reaches the reducer the same way, through a
+:data:`Dispatch`: it builds its own tick, hands it over, and reads the answer
+meant for it (if any) with :func:`answer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
+from mediaflow.engine.ticks import Tick
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 
@@ -128,3 +133,17 @@ Command: TypeAlias = (
     | LeaseCommand
     | PublishEventCommand
 )
+
+Dispatch: TypeAlias = Callable[[Tick], list[Command]]
+"""Reduce a tick and apply its commands; returns the answers the caller performs
+itself. Synchronous: nothing interleaves between a tick and its commands."""
+
+Answer = TypeVar("Answer", ClaimCommand, JournalCommand, LeaseCommand)
+
+
+def answer(answers: list[Command], kind: type[Answer]) -> Answer | None:
+    """The answer of type ``kind`` among a dispatch's ``answers``, or None."""
+    for command in answers:
+        if isinstance(command, kind):
+            return command
+    return None

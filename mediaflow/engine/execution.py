@@ -19,10 +19,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
-from mediaflow.engine.commands import StartNodeCommand
+from mediaflow.engine.commands import Dispatch, StartNodeCommand
 from mediaflow.engine.context import FlowEnv, RunContext
 from mediaflow.engine.journal import GUARD_KEY
 from mediaflow.engine.stats import LatencyWindow
@@ -39,16 +39,15 @@ SLICE_S: Final = 0.005
 
 
 class NodeExecutor:
-    """The node tasks of one runner. ``report`` feeds each batch's outcome to the
-    reducer; ``commit`` makes buffered acks durable (``commit_first``)."""
+    """The node tasks of one runner. Each batch's outcome goes to the reducer as
+    a ``NodeFinishedTick`` through ``dispatch``."""
 
     def __init__(
         self,
         env: FlowEnv,
         nodes: Mapping[str, Node],
         *,
-        report: Callable[[NodeFinishedTick], object],
-        commit: Callable[[], Awaitable[None]],
+        dispatch: Dispatch,
         latency: LatencyWindow,
         yield_every: int,
     ) -> None:
@@ -57,8 +56,7 @@ class NodeExecutor:
         self._env = env
         self._yield_every = yield_every
         self._nodes = nodes
-        self._report = report
-        self._commit = commit
+        self._dispatch = dispatch
         self._record_latency = latency.record
         self._tasks: dict[StreamKey, asyncio.Task[None]] = {}
         self._next: dict[StreamKey, StartNodeCommand] = {}
@@ -114,7 +112,7 @@ class NodeExecutor:
             while command is not None:
                 stream = command.stream
                 done, error = await self._run_batch(command)
-                self._report(NodeFinishedTick(stream, command.items[0].entry_id, done, error))
+                self._dispatch(NodeFinishedTick(stream, command.items[0].entry_id, done, error))
                 command = self._next.pop(stream, None)
 
     async def _run_batch(self, command: StartNodeCommand) -> tuple[int, str | None]:
@@ -131,11 +129,11 @@ class NodeExecutor:
             if command.commit_first:
                 try:
                     try:
-                        await self._commit()
+                        await env.journal.flush()
                     except QueueError:
                         # The queue is away: not the node's failure, so it costs no
                         # attempt; wait for the commit loop to get the acks through.
-                        await self._env.journal.flush_when_available()
+                        await env.journal.flush_when_available()
                 except Exception as exc:  # any other failure: retried like a failed run
                     return 0, f"could not commit earlier acks first: {exc}"
             for index, item in enumerate(items):

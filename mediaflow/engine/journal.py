@@ -7,8 +7,10 @@ queue transaction carries every emission buffered since the last one (as one
 :class:`~mediaflow.queue.contract.EmissionRun` per edge and turn, not an
 object per value), the acks of finished items and the latest values. How many
 new emissions of each stream are claimed for this process in that same
-transaction is the reducer's decision, asked through :class:`CommitScheduler`;
-readers receive a value only once the commit carrying it has landed.
+transaction is the reducer's decision: the journal dispatches a
+``CommitDueTick``, commits as its ``JournalCommand`` says and reports the
+outcome (``CommittedTick`` or ``CommitFailedTick``). Readers receive a value
+only once the commit carrying it has landed.
 
 Bounded: at most :data:`OUTBOX_LIMIT` emissions wait for a commit (besides
 those of the one commit in flight); an emitter that fills the outbox waits for
@@ -22,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, TypeAlias
 
+from mediaflow.engine.commands import Dispatch, JournalCommand, answer
 from mediaflow.engine.events import LatestThrottle
 from mediaflow.engine.pins import Held, Pin, Pins
+from mediaflow.engine.ticks import CommitDueTick, CommitFailedTick, CommittedTick
 from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, check_port_value, encode_value
-from mediaflow.queue.contract import EmissionRun, QueueError, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue.contract import EmissionRun, QueueError, StreamKey, WorkQueue
 
 OUTBOX_LIMIT: Final = 1024
 """Emissions a group commit holds at most; an emitter that fills it waits."""
@@ -44,20 +48,6 @@ inside the emitting node's item, and a failure there would fail the node."""
 
 LatestKey = tuple[str, str, str]  # (flow, node, port)
 _Told: TypeAlias = tuple[Any, Mapping[str, int]]  # a value for live views, and its identity
-
-
-class CommitScheduler(Protocol):
-    """The reducer's side of a group commit (the runner implements it)."""
-
-    def plan_commit(self, counts: Mapping[StreamKey, int]) -> Mapping[StreamKey, int]:
-        """How many of each stream's new emissions to claim in the commit."""
-        ...
-
-    def committed(self, items: tuple[WorkItem, ...]) -> None:
-        """The commit landed with ``items`` claimed for this process."""
-        ...
-
-    def commit_failed(self) -> None: ...
 
 
 class _Port:
@@ -110,7 +100,7 @@ class Journal:
         *,
         queue: WorkQueue,
         consumer: str,
-        scheduler: CommitScheduler,
+        dispatch: Dispatch,
         pins: Pins,
         latest_events: LatestThrottle,
         yield_every: int,
@@ -120,7 +110,7 @@ class Journal:
         starve the commit and the readers); see ``EngineSettings.turn_items``."""
         self._queue = queue
         self._consumer = consumer
-        self._scheduler = scheduler
+        self._dispatch = dispatch
         self._pins = pins
         self._latest_events = latest_events
         self._observers: list[EmissionObserver] = []
@@ -299,7 +289,8 @@ class Journal:
             untold, self._untold = self._untold, {}
             claims: Mapping[StreamKey, int] = {}
             if runs:
-                claims = self._scheduler.plan_commit(_counts(runs))
+                plan = answer(self._dispatch(CommitDueTick(_counts(runs))), JournalCommand)
+                claims = plan.claims if plan is not None else {}
             try:
                 claimed = await self._queue.commit(
                     _emission_runs(runs, claims),
@@ -315,14 +306,14 @@ class Journal:
                 self._outbox_pins[:0] = pins
                 self._untold = {**untold, **self._untold}
                 if runs:
-                    self._scheduler.commit_failed()
+                    self._dispatch(CommitFailedTick())
                 raise
             self._landed.set()
             self._tell(untold)
             for pin in pins:
                 self._pins.give_back(pin)
             if runs:
-                self._scheduler.committed(tuple(claimed))
+                self._dispatch(CommittedTick(tuple(claimed)))
 
     async def flush_when_available(self) -> None:
         """Commit what is buffered, as :meth:`flush`, but while the queue is

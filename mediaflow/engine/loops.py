@@ -2,9 +2,11 @@
 
 Each loop is one coroutine with one job. Queue failures are reported once as
 ``queue_unavailable`` and retried with a capped backoff; ``queue_available``
-follows when the backend answers again. Nothing here decides scheduling: the
-loops ask the reducer (through :class:`LoopHost`, which the runner
-implements), perform the I/O it asks for and feed the outcome back.
+follows when the backend answers again. Nothing here decides scheduling: each
+loop builds its tick, hands it to the reducer through ``dispatch``, performs
+the I/O the answer asks for and dispatches the outcome. What the loops read
+of the run (the entries held, whether any stream is ordered) they read from
+the reducer's frozen state.
 """
 
 from __future__ import annotations
@@ -13,13 +15,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Final, Protocol
+from typing import Final
 
 from mediaflow.config import EngineSettings
+from mediaflow.engine.commands import ClaimCommand, Dispatch, answer
 from mediaflow.engine.events import EventBus
+from mediaflow.engine.heartbeat import Heartbeat
 from mediaflow.engine.journal import Journal
+from mediaflow.engine.lease_round import LeaseRound
+from mediaflow.engine.state import EngineState, held_ids
 from mediaflow.engine.stats import LatencyWindow
-from mediaflow.queue.contract import QueueError, StreamKey, WorkItem, WorkQueue
+from mediaflow.engine.ticks import (
+    BacklogBehindTick,
+    BacklogSampledTick,
+    ClaimDueTick,
+    ClaimedTick,
+    ClaimFailedTick,
+)
+from mediaflow.queue.contract import QueueError, StreamKey, WorkQueue
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -34,50 +47,31 @@ LATEST_FLUSH_S: Final = 0.5
 CLAIM_SETTLE_S: Final = 10.0
 
 
-class LoopHost(Protocol):
-    """What the loops ask of the runner: the reducer's decisions and its facts."""
-
-    flow: str
-
-    def plan_claim(self, *, poll: bool) -> Mapping[StreamKey, int] | None:
-        """What to claim now (the reducer's admission), or None."""
-        ...
-
-    def claimed(self, items: list[WorkItem]) -> None: ...
-
-    def claim_failed(self) -> None: ...
-
-    def held_ids(self) -> list[str]: ...
-
-    def mark_behind(self, streams: frozenset[StreamKey]) -> None: ...
-
-    def backlog_sampled(self, per_flow: Mapping[str, int]) -> None: ...
-
-    async def heartbeat(self) -> None:
-        """Record that this run is alive, with its GC horizon."""
-        ...
-
-    async def lease_round(self) -> None:
-        """Renew, take and hand over leases on the flow's ordered streams."""
-        ...
-
-
 class BackgroundLoops:
     """Owns the runner's long-lived tasks; :meth:`stop` cancels them."""
 
     def __init__(
         self,
-        host: LoopHost,
+        flow: str,
         *,
+        dispatch: Dispatch,
+        state: Callable[[], EngineState],
         queue: WorkQueue,
         journal: Journal,
+        leases: LeaseRound,
+        heartbeat: Heartbeat,
         consumer: str,
         settings: EngineSettings,
         bus: EventBus,
         latency: LatencyWindow,
         claim_wake: asyncio.Event,
     ) -> None:
-        self._host = host
+        """``state`` returns the reducer's state as it is now (frozen: read only)."""
+        self._flow = flow
+        self._dispatch = dispatch
+        self._state = state
+        self._leases = leases
+        self._heartbeat = heartbeat
         self._queue = queue
         self._journal = journal
         self._consumer = consumer
@@ -151,15 +145,15 @@ class BackgroundLoops:
         (local work left on disk, a reclaim, freed room, a step) or, after
         ``CLAIM_POLL_S``, poll every stream for work other processes enqueued."""
         self._claim_wake.clear()  # before asking: a wake-up from now on is kept
-        wants = self._host.plan_claim(poll=False)
-        if wants and await self._claim(wants):
+        plan = answer(self._dispatch(ClaimDueTick(False)), ClaimCommand)
+        if plan is not None and await self._claim(plan.wants):
             return
         try:
             await asyncio.wait_for(self._claim_wake.wait(), CLAIM_POLL_S)
         except TimeoutError:
-            wants = self._host.plan_claim(poll=True)
-            if wants:
-                await self._claim(wants)
+            plan = answer(self._dispatch(ClaimDueTick(True)), ClaimCommand)
+            if plan is not None:
+                await self._claim(plan.wants)
 
     async def _claim(self, wants: Mapping[StreamKey, int]) -> bool:
         settled = asyncio.get_running_loop().create_future()
@@ -168,9 +162,9 @@ class BackgroundLoops:
             try:
                 items = await self._queue.claim(self._consumer, wants)
             except BaseException:
-                self._host.claim_failed()
+                self._dispatch(ClaimFailedTick())
                 raise
-            self._host.claimed(items)
+            self._dispatch(ClaimedTick(tuple(items)))
         finally:
             self._claim_settled = None
             settled.set_result(None)
@@ -192,7 +186,7 @@ class BackgroundLoops:
             log.warning(
                 "a claim of flow %r did not come back within %.0f s: its items, if any, "
                 "go back to the queue once idle for the lease",
-                self._host.flow,
+                self._flow,
                 CLAIM_SETTLE_S,
             )
 
@@ -211,25 +205,28 @@ class BackgroundLoops:
         await journal.flush()
 
     async def touch_once(self) -> None:
-        ids = self._host.held_ids()
+        """Keep the claims and leases of this process alive, and the run's record."""
+        ids = held_ids(self._state())
         if ids:
             await self._queue.touch(self._consumer, ids)
-        await self._host.lease_round()
-        await self._host.heartbeat()
+        if self._state().ordered:
+            await self._leases.run()
+        await self._heartbeat.beat()
 
     async def reclaim_once(self) -> None:
         released = await self._queue.reclaim_stale(self._settings.lease_ms)
         if released:
-            self._host.mark_behind(frozenset(item.stream for item in released))
+            # Work for them is on disk again: claimed before new work.
+            self._dispatch(BacklogBehindTick(frozenset(item.stream for item in released)))
 
     async def sample_backlog_once(self) -> None:
-        self._host.backlog_sampled(await self._queue.backlog_flows())
+        self._dispatch(BacklogSampledTick(await self._queue.backlog_flows()))
         summaries = self._latency.take()
         if summaries:
             self._bus.publish(
                 "work_latency",
                 {
-                    "flow": self._host.flow,
+                    "flow": self._flow,
                     "nodes": {node: s.to_json() for node, s in summaries.items()},
                 },
             )

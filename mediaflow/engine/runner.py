@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, assert_never
@@ -54,6 +53,7 @@ from mediaflow.engine.commands import (
 from mediaflow.engine.context import FlowEnv
 from mediaflow.engine.events import EventBus, LatestThrottle
 from mediaflow.engine.execution import NodeExecutor
+from mediaflow.engine.heartbeat import Heartbeat
 from mediaflow.engine.journal import Journal
 from mediaflow.engine.lease_round import LeaseRound
 from mediaflow.engine.loops import BackgroundLoops
@@ -65,7 +65,6 @@ from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state import (
     EngineState,
     Limits,
-    held_ids,
     initial_state,
     is_settled,
     stream_counts,
@@ -73,14 +72,6 @@ from mediaflow.engine.state import (
 from mediaflow.engine.state_store import StateStore
 from mediaflow.engine.stats import LatencyWindow
 from mediaflow.engine.ticks import (
-    BacklogBehindTick,
-    BacklogSampledTick,
-    ClaimDueTick,
-    ClaimedTick,
-    ClaimFailedTick,
-    CommitDueTick,
-    CommitFailedTick,
-    CommittedTick,
     ControlAction,
     ControlTick,
     HaltTick,
@@ -129,7 +120,6 @@ class FlowRunner:
         self.bus = bus or EventBus()
         self.live = live or LiveHub()
         self._queue = queue
-        self._state_store = state_store
         self._settings = settings or EngineSettings()
         self._with_sources = with_sources
         self._node_ids = _executed(spec, with_sources)
@@ -149,11 +139,15 @@ class FlowRunner:
         self._latency = LatencyWindow()
         # Live views: the journal offers each value once durable; snapshots read what was told.
         self._told = LatestThrottle(self.bus, spec.name)
+        self._claim_wake = asyncio.Event()
+        self._effects: set[asyncio.Task[Any]] = set()
+        self._dead_letters = asyncio.Lock()
+        dispatch = self._dispatch
         self.journal = Journal(
             spec,
             queue=queue,
             consumer=consumer,
-            scheduler=self,
+            dispatch=dispatch,
             pins=self._pins,
             latest_events=self._told,
             yield_every=self._settings.turn_items,
@@ -171,32 +165,32 @@ class FlowRunner:
         self._executor = NodeExecutor(
             self._env,
             self._nodeset.instances,
-            report=self._dispatch,
-            commit=self.journal.flush,
+            dispatch=dispatch,
             latency=self._latency,
             yield_every=self._settings.turn_items,
         )
-        self._claim_wake = asyncio.Event()
-        self._loops = BackgroundLoops(
-            self,
-            queue=queue,
-            journal=self.journal,
-            consumer=consumer,
-            settings=self._settings,
-            bus=self.bus,
-            latency=self._latency,
-            claim_wake=self._claim_wake,
-        )
-        self._effects: set[asyncio.Task[Any]] = set()
-        self._dead_letters = asyncio.Lock()
-        self._heartbeat_failing = False
         self._leases = LeaseRound(
             queue=queue,
             flow=self.flow,
             consumer=consumer,
             ttl_ms=self._settings.lease_ms,
-            dispatch=self._dispatch,
+            dispatch=dispatch,
             commit=self.journal.flush,
+        )
+        self.heartbeat = Heartbeat(self._env, state_store)
+        self._loops = BackgroundLoops(
+            self.flow,
+            dispatch=dispatch,
+            state=lambda: self._state,
+            queue=queue,
+            journal=self.journal,
+            leases=self._leases,
+            heartbeat=self.heartbeat,
+            consumer=consumer,
+            settings=self._settings,
+            bus=self.bus,
+            latency=self._latency,
+            claim_wake=self._claim_wake,
         )
 
     # -- ticks in, commands out ------------------------------------------------------
@@ -257,69 +251,6 @@ class FlowRunner:
             self._loops.queue_failed("effect", exc)
         elif exc is not None:
             log.error("engine effect failed: %r", exc)
-
-    # -- the group commit's and the loops' questions -----------------------------------
-
-    def plan_commit(self, counts: Mapping[StreamKey, int]) -> Mapping[StreamKey, int]:
-        for answer in self._dispatch(CommitDueTick(counts)):
-            if isinstance(answer, JournalCommand):
-                return answer.claims
-        return {}
-
-    def committed(self, items: tuple[WorkItem, ...]) -> None:
-        self._dispatch(CommittedTick(items))
-
-    def commit_failed(self) -> None:
-        self._dispatch(CommitFailedTick())
-
-    def plan_claim(self, *, poll: bool) -> Mapping[StreamKey, int] | None:
-        for answer in self._dispatch(ClaimDueTick(poll)):
-            if isinstance(answer, ClaimCommand):
-                return answer.wants
-        return None
-
-    def claimed(self, items: list[WorkItem]) -> None:
-        self._dispatch(ClaimedTick(tuple(items)))
-
-    def claim_failed(self) -> None:
-        self._dispatch(ClaimFailedTick())
-
-    def mark_behind(self, streams: frozenset[StreamKey]) -> None:
-        """Work for ``streams`` is on disk again (a reclaim): claim it before new work."""
-        self._dispatch(BacklogBehindTick(streams))
-
-    def backlog_sampled(self, per_flow: Mapping[str, int]) -> None:
-        self._dispatch(BacklogSampledTick(per_flow))
-
-    def held_ids(self) -> list[str]:
-        return held_ids(self._state)
-
-    def streams(self) -> frozenset[StreamKey]:
-        return frozenset(self._state.nodes)
-
-    async def lease_round(self) -> None:
-        """Renew, take and hand over leases on ordered streams (see :mod:`.leasing`)."""
-        if self._state.ordered:
-            await self._leases.run()
-
-    async def heartbeat(self) -> None:
-        """Record the run as alive with its GC horizon. A failed write (a full disk:
-        ``state.sqlite3`` cannot grow) is logged once and tried again next round:
-        raised, it would end the touch loop, and with it claims and leases."""
-        if self._state_store is not None and self._env.run_id is not None:
-            # The horizon is taken now, on the loop: every save finishing later
-            # records a later saved_at (see engine.pins).
-            horizon = self.horizon()
-            try:
-                await asyncio.to_thread(self._state_store.heartbeat, self._env.run_id, horizon)
-            except (sqlite3.Error, OSError) as exc:
-                if not self._heartbeat_failing:
-                    log.error("could not record the run's heartbeat (retrying): %s", exc)
-                self._heartbeat_failing = True
-            else:
-                if self._heartbeat_failing:
-                    log.warning("the run's heartbeat is recorded again")
-                self._heartbeat_failing = False
 
     # -- the run's life (for the session) -----------------------------------------------
 
