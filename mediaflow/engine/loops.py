@@ -19,6 +19,7 @@ from typing import Final
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.commands import ClaimCommand, Dispatch, answer
+from mediaflow.engine.effects import QueueHealth
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.heartbeat import Heartbeat
 from mediaflow.engine.journal import Journal
@@ -63,6 +64,7 @@ class BackgroundLoops:
         consumer: str,
         settings: EngineSettings,
         bus: EventBus,
+        health: QueueHealth,
         latency: LatencyWindow,
         claim_wake: asyncio.Event,
     ) -> None:
@@ -77,10 +79,10 @@ class BackgroundLoops:
         self._consumer = consumer
         self._settings = settings
         self._bus = bus
+        self._health = health
         self._latency = latency
         self._claim_wake = claim_wake
         self._tasks: list[asyncio.Task[None]] = []
-        self._queue_down = False
         self._closing = False
         self._claim_settled: asyncio.Future[None] | None = None  # a claim on its way
 
@@ -114,31 +116,19 @@ class BackgroundLoops:
         while not self._closing:
             try:
                 await step()
-                if self._queue_down:
+                if self._health.down:
                     # A step may return without asking the queue (nothing to do):
                     # only an answer from the queue says it is back.
                     await self._queue.parked()
-                    self.queue_back(name)
+                    self._health.back(name)
                 backoff = 0.25
             except QueueError as exc:
-                self.queue_failed(name, exc)
+                self._health.failed(name, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             if interval_s:
                 await asyncio.sleep(interval_s)
-
-    def queue_failed(self, where: str, exc: Exception) -> None:
-        """Report an outage once, whichever loop or effect meets it first."""
-        if not self._queue_down:
-            self._queue_down = True
-            log.error("work queue unavailable (%s): %s", where, exc)
-            self._bus.publish("queue_unavailable", {"loop": where, "error": str(exc)})
-
-    def queue_back(self, where: str) -> None:
-        if self._queue_down:  # another loop may have said so meanwhile
-            self._queue_down = False
-            self._bus.publish("queue_available", {"loop": where})
 
     async def claim_once(self) -> None:
         """Claim what the reducer admits; when that is nothing, wait for a wake-up

@@ -170,14 +170,14 @@ class FlowSession:
         self.runner = runner
         for observer in self._observers:
             runner.journal.subscribe(observer)
-        runner.load_latest(await queue.latest(self.spec.name))
+        runner.life.load_latest(await queue.latest(self.spec.name))
         try:
-            await runner.setup_nodes()
+            await runner.life.setup_nodes()
         except BaseException:
             # Nothing ran: leave the run resumable.
             await self._close_backends()
             raise
-        runner.start(self.run_id)
+        runner.life.start(self.run_id)
         if self.worker:
             self.bus.publish("worker_started", {"flow": self.spec.name, "consumer": consumer})
             return
@@ -310,7 +310,7 @@ class FlowSession:
             # must not fetch newer items before the older ones are back.
             await queue.park(spec.name)
         try:
-            await runner.reshape(plan)
+            await runner.life.reshape(plan)
         finally:
             if not was_paused:
                 await queue.unpark(spec.name)
@@ -363,14 +363,14 @@ class FlowSession:
         self._stopped = reason
         assert self._backends is not None  # the runner exists, so the backends do
         try:
-            await runner.stop()
+            await runner.life.stop()
             if not self.worker:
                 await asyncio.to_thread(self._backends[2].end_run, self.run_id, reason)
         finally:
             # Also when the last commit or the run's end could not be written (a
             # full disk): nodes and files are closed, and the run, not recorded as
             # ended, is resumed by the next start (what was not acked is redelivered).
-            await runner.teardown_nodes()
+            await runner.life.teardown_nodes()
             await self._close_backends()
         self.bus.publish(
             "worker_finished" if self.worker else "run_finished",
