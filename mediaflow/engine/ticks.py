@@ -2,7 +2,10 @@
 
 Ticks are frozen and carry everything the reducer needs; the current time is
 passed to the reducer separately, so a recorded run replays exactly
-(:mod:`.trace`). Each has a ``type`` literal, its name in a trace.
+(:mod:`.trace`). Each has a ``type`` literal, its name in a trace, and is
+written to a trace from its fields and their type hints: a new tick needs no
+code in :mod:`.trace`, only field types it knows (a field's ``trace``
+metadata names it in a trace when its name there differs).
 
 The two hand-offs that move work into this process come in pairs, a request
 the reducer answers with one command and the outcome:
@@ -20,7 +23,7 @@ the reducer answers with one command and the outcome:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias, get_args
 
 from mediaflow.queue.contract import StreamKey, WorkItem
@@ -99,7 +102,7 @@ class NodeFinishedTick:
     yielded its turn)."""
 
     stream: StreamKey
-    entry_id: str
+    entry_id: str = field(metadata={"trace": "id"})
     done: int
     error: str | None = None
     type: Literal["node_finished"] = "node_finished"
@@ -138,7 +141,7 @@ class ControlTick:
     """
 
     flow: str
-    action: ControlAction
+    action: ControlAction = field(metadata={"trace": "type"})
 
     @property
     def type(self) -> ControlAction:

@@ -12,17 +12,33 @@ Lines are written as they happen (line-buffered), so a process killed
 mid-run leaves every tick it reduced but the one being written; a partial last
 line is ignored on reading. Items in ticks are written whole (the reducer's
 state holds them); commands name items by entry id.
+
+A tick is written from its dataclass fields, in their order, each by its type
+hint (:func:`_codec_of`), so a new tick needs nothing here; a field of a type
+no trace holds yet fails at import, not in a run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections import abc
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final, assert_never
+from typing import (
+    IO,
+    Any,
+    Final,
+    Literal,
+    TypeAlias,
+    assert_never,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from mediaflow.engine.commands import (
     AckCommand,
@@ -39,27 +55,7 @@ from mediaflow.engine.commands import (
     WakeClaimerCommand,
 )
 from mediaflow.engine.state import EngineState, Limits, NodeState
-from mediaflow.engine.ticks import (
-    CONTROL_ACTIONS,
-    BacklogBehindTick,
-    BacklogSampledTick,
-    ClaimDueTick,
-    ClaimedTick,
-    ClaimFailedTick,
-    CommitDueTick,
-    CommitFailedTick,
-    CommittedTick,
-    ControlTick,
-    HaltTick,
-    ItemsArrivedTick,
-    LeasedTick,
-    LeaseDueTick,
-    NodeFinishedTick,
-    ReshapeTick,
-    StopTick,
-    Tick,
-    TimerTick,
-)
+from mediaflow.engine.ticks import Tick
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 FORMAT: Final = "mediaflow-trace"
@@ -88,6 +84,14 @@ def _counts(counts: Mapping[StreamKey, int] | Mapping[StreamKey, float]) -> list
     return [[key.flow, key.node, n] for key, n in counts.items()]
 
 
+def _ordered_streams(keys: Iterable[StreamKey]) -> list[list[str]]:
+    return [_stream(s) for s in keys]
+
+
+def _items(items: Iterable[WorkItem]) -> list[Json]:
+    return [_item(i) for i in items]
+
+
 def _item(item: WorkItem) -> Json:
     return {
         "id": item.entry_id,
@@ -101,40 +105,13 @@ def _item(item: WorkItem) -> Json:
 
 
 def encode_tick(tick: Tick) -> Json:
-    match tick:
-        case ClaimedTick(items=items) | CommittedTick(items=items) | ItemsArrivedTick(items=items):
-            return {"type": tick.type, "items": [_item(i) for i in items]}
-        case CommitDueTick(counts=counts):
-            return {"type": tick.type, "counts": _counts(counts)}
-        case BacklogBehindTick(streams=streams) | HaltTick(streams=streams):
-            return {"type": tick.type, "streams": _streams(streams)}
-        case ReshapeTick(streams=streams, sources=sources, ordered=ordered, rebuilt=rebuilt):
-            return {
-                "type": tick.type,
-                "streams": [_stream(s) for s in streams],
-                "sources": _streams(sources),
-                "ordered": _streams(ordered),
-                "rebuilt": _streams(rebuilt),
-                "rates": _counts(tick.rates),
-            }
-        case NodeFinishedTick(stream=stream, entry_id=entry_id, done=done, error=error):
-            out = {"type": tick.type, "stream": _stream(stream), "id": entry_id, "done": done}
-            return out if error is None else {**out, "error": error}
-        case BacklogSampledTick(per_flow=per_flow):
-            return {"type": tick.type, "per_flow": dict(per_flow)}
-        case ControlTick(flow=flow):
-            return {"type": tick.type, "flow": flow}
-        case ClaimDueTick(poll=poll):
-            return {"type": tick.type, "poll": poll}
-        case LeaseDueTick(mine=mine, others=others, rank=rank, members=members):
-            out = {"type": tick.type, "mine": _streams(mine), "others": _streams(others)}
-            return {**out, "rank": rank, "members": members}
-        case LeasedTick(mine=mine, taken_over=taken_over):
-            return {"type": tick.type, "mine": _streams(mine), "taken_over": _streams(taken_over)}
-        case ClaimFailedTick() | CommitFailedTick() | TimerTick() | StopTick():
-            return {"type": tick.type}
-        case _:
-            assert_never(tick)
+    """``{"type": ..., field: value, ...}``, fields in their order (a None left out)."""
+    out: Json = {"type": tick.type}
+    for name, attr, encode, _ in _TICK_CODECS[type(tick)].fields:
+        value = getattr(tick, attr)
+        if value is not None:
+            out[name] = encode(value)
+    return out
 
 
 def encode_command(command: Command) -> Json:
@@ -209,49 +186,81 @@ def _decode_item(raw: Json) -> WorkItem:
 
 def decode_tick(raw: Json) -> Tick:
     kind = raw["type"]
-    items = tuple(_decode_item(i) for i in raw.get("items", ()))
-    counts = {StreamKey(f, n): c for f, n, c in raw.get("counts", ())}
-    simple: dict[str, Tick] = {
-        "claim_failed": ClaimFailedTick(),
-        "commit_failed": CommitFailedTick(),
-        "timer": TimerTick(),
-        "stop": StopTick(),
-    }
-    if kind in simple:
-        return simple[kind]
-    if kind == "claimed":
-        return ClaimedTick(items)
-    if kind == "committed":
-        return CommittedTick(items)
-    if kind == "items_arrived":
-        return ItemsArrivedTick(items)
-    if kind == "commit_due":
-        return CommitDueTick(counts)
-    if kind == "claim_due":
-        return ClaimDueTick(bool(raw["poll"]))
-    if kind == "backlog_behind":
-        return BacklogBehindTick(_keys(raw["streams"]))
-    if kind == "lease_due":
-        return LeaseDueTick(_keys(raw["mine"]), _keys(raw["others"]), raw["rank"], raw["members"])
-    if kind == "leased":
-        return LeasedTick(_keys(raw["mine"]), _keys(raw["taken_over"]))
-    if kind == "node_finished":
-        return NodeFinishedTick(_key(raw["stream"]), raw["id"], raw["done"], raw.get("error"))
-    if kind == "backlog_sampled":
-        return BacklogSampledTick(dict(raw["per_flow"]))
-    if kind in CONTROL_ACTIONS:
-        return ControlTick(raw["flow"], kind)
-    if kind == "halt":
-        return HaltTick(_keys(raw["streams"]))
-    if kind == "reshape":
-        return ReshapeTick(
-            tuple(_key(s) for s in raw["streams"]),
-            _keys(raw["sources"]),
-            _keys(raw["ordered"]),
-            _keys(raw["rebuilt"]),
-            {StreamKey(f, n): t for f, n, t in raw["rates"]},
-        )
-    raise TraceError(f"unknown tick type {kind!r}")
+    codec = _TICKS_BY_TYPE.get(kind)
+    if codec is None:
+        raise TraceError(f"unknown tick type {kind!r}")
+    args: dict[str, Any] = {} if codec.type_field is None else {codec.type_field: kind}
+    for name, attr, _, decode in codec.fields:
+        if name in raw:
+            args[attr] = decode(raw[name])
+        elif attr not in codec.optional:
+            raise KeyError(name)
+    return codec.cls(**args)
+
+
+# -- each tick's codec, from its fields and their type hints ------------------------------
+
+_Encode: TypeAlias = Callable[[Any], Any]
+_Decode: TypeAlias = Callable[[Any], Any]
+
+
+def _codec_of(hint: Any) -> tuple[_Encode, _Decode]:
+    """How a tick field of type ``hint`` is written and read back. Raises
+    ``TypeError`` (at import) for a type a trace cannot hold yet."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is StreamKey:
+        return _stream, _key
+    if origin is frozenset and args == (StreamKey,):
+        return _streams, _keys
+    if origin is tuple and args == (StreamKey, ...):
+        return _ordered_streams, lambda raw: tuple(map(_key, raw))
+    if origin is tuple and args == (WorkItem, ...):
+        return _items, lambda raw: tuple(map(_decode_item, raw))
+    if origin is abc.Mapping and args[0] is StreamKey:
+        return _counts, lambda raw: {StreamKey(f, n): c for f, n, c in raw}
+    if origin is abc.Mapping and args[0] is str:
+        return dict, dict
+    if hint is bool:
+        return bool, bool
+    if hint in (int, float, str) or origin is Literal or hint == str | None:
+        return _same, _same
+    raise TypeError(f"a trace cannot hold a tick field of type {hint!r}")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class _TickCodec:
+    cls: Callable[..., Tick]
+    # (name in the trace, attribute, encode, decode); the tick's type is not a field
+    fields: tuple[tuple[str, str, _Encode, _Decode], ...]
+    optional: frozenset[str]  # attributes with a default
+    types: tuple[str, ...]  # the names of the tick in a trace
+    type_field: str | None  # the attribute its type is (ControlTick's action), if any
+
+
+def _tick_codec(cls: type[Tick]) -> _TickCodec:
+    hints = get_type_hints(cls)
+    fields: list[tuple[str, str, _Encode, _Decode]] = []
+    optional: set[str] = set()
+    types: tuple[str, ...] = ()
+    type_field: str | None = None
+    for f in dataclasses.fields(cls):
+        name = f.metadata.get("trace", f.name)
+        if name == "type":  # the tick's type: a literal, or a field holding one
+            types = get_args(hints[f.name])
+            type_field = None if f.name == "type" else f.name
+            continue
+        fields.append((name, f.name, *_codec_of(hints[f.name])))
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            optional.add(f.name)
+    return _TickCodec(cls, tuple(fields), frozenset(optional), types, type_field)
+
+
+_TICK_CODECS: Final = {cls: _tick_codec(cls) for cls in get_args(Tick)}
+_TICKS_BY_TYPE: Final = {name: c for c in _TICK_CODECS.values() for name in c.types}
 
 
 def decode_start(raw: Json) -> EngineState:
