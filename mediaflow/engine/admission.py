@@ -46,9 +46,9 @@ def on_claim_due(state: EngineState, poll: bool) -> Result:
     low_water = max(1, state.limits.node_buffer // 4)
     asked: dict[StreamKey, tuple[int, int]] = {}
     for stream, node in state.nodes.items():
-        if (stream in state.caught_up and not poll) or not may_claim(state, stream):
+        if (node.caught_up and not poll) or not may_claim(state, stream):
             continue
-        mark = state.behind_marks.get(stream, 0)
+        mark = node.behind_mark
         if node.is_source:
             if node.held == 0:
                 asked[stream] = (1, mark)
@@ -75,7 +75,13 @@ def on_commit_due(state: EngineState, counts: Mapping[StreamKey, int]) -> Result
             claims[stream] = n
         if n < count:
             behind.add(stream)
-    state = replace(state, reserved=claims)
+    state = replace(
+        state,
+        nodes={
+            s: replace(node, reserved=claims.get(s, 0)) if node.reserved or s in claims else node
+            for s, node in state.nodes.items()
+        },
+    )
     commands: list[Command] = [JournalCommand(claims)]
     if behind:
         state = control.mark_behind(state, frozenset(behind))
@@ -84,8 +90,9 @@ def on_commit_due(state: EngineState, counts: Mapping[StreamKey, int]) -> Result
 
 
 def _claimable_at_enqueue(state: EngineState, stream: StreamKey) -> int:
-    if stream not in state.caught_up or stream.flow in state.paused or state.stopping:
+    node = state.nodes.get(stream)
+    if node is None or not node.caught_up or stream.flow in state.paused or state.stopping:
         return 0
-    if stream not in state.nodes or not may_claim(state, stream):
+    if not may_claim(state, stream):
         return 0
     return max(0, room(state, stream))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from itertools import pairwise
+from typing import Any
 
 from mediaflow.engine.commands import (
     Command,
@@ -26,7 +27,7 @@ from mediaflow.engine.commands import (
     ReleaseCommand,
     WakeClaimerCommand,
 )
-from mediaflow.engine.state import EngineState, NodeState
+from mediaflow.engine.state import EngineState, StreamState, with_streams
 from mediaflow.engine.ticks import BacklogSampledTick, ControlTick, ReshapeTick
 from mediaflow.queue.contract import StreamKey
 
@@ -35,10 +36,12 @@ Result = tuple[EngineState, list[Command]]
 
 def mark_behind(state: EngineState, streams: frozenset[StreamKey]) -> EngineState:
     """Work for ``streams`` waits on disk: claim it before taking new work at enqueue."""
-    marks = dict(state.behind_marks)
+    nodes = dict(state.nodes)
     for stream in streams:
-        marks[stream] = marks.get(stream, 0) + 1
-    return replace(state, behind_marks=marks, caught_up=state.caught_up - streams)
+        node = nodes.get(stream)
+        if node is not None:
+            nodes[stream] = replace(node, behind_mark=node.behind_mark + 1, caught_up=False)
+    return replace(state, nodes=nodes)
 
 
 def on_control(state: EngineState, tick: ControlTick) -> tuple[EngineState, list[Command], bool]:
@@ -61,12 +64,13 @@ def on_control(state: EngineState, tick: ControlTick) -> tuple[EngineState, list
 
 
 def on_pause(state: EngineState, flow: str) -> Result:
-    # Work waits on disk while paused: nothing of the flow is caught up.
-    caught_up = frozenset(s for s in state.caught_up if s.flow != flow)
     nodes, commands = _recall(state, lambda stream: stream.flow == flow)
+    for stream, node in nodes.items():
+        if stream.flow == flow and node.caught_up:
+            # Work waits on disk while paused: nothing of the flow is caught up.
+            nodes[stream] = replace(node, caught_up=False)
     commands.append(PublishEventCommand("flow_paused", {"flow": flow}))
-    paused = replace(state, nodes=nodes, paused=state.paused | {flow}, caught_up=caught_up)
-    return paused, commands
+    return replace(state, nodes=nodes, paused=state.paused | {flow}), commands
 
 
 def on_resume(state: EngineState, flow: str) -> Result:
@@ -92,22 +96,10 @@ def on_disable(state: EngineState, flow: str) -> Result:
         return state, []
     state, commands = on_pause(state, flow) if flow not in state.paused else (state, [])
     sources = frozenset(s for s, n in state.nodes.items() if n.is_source and s.flow == flow)
-    nodes = dict(state.nodes)
-    released: list[str] = []
-    for stream in sources:
-        released.extend(item.entry_id for item in nodes[stream].waiting)
-        nodes[stream] = replace(nodes[stream], waiting=(), retry_at=None)
-    if released:
-        commands.append(ReleaseCommand(tuple(released), started=False))
+    state, released = _halt(state, sources)
+    commands.extend(released)
     commands.append(PublishEventCommand("flow_disabled", {"flow": flow}))
-    disabled = replace(
-        state,
-        nodes=nodes,
-        disabled=state.disabled | {flow},
-        halted=state.halted | sources,
-        caught_up=state.caught_up - sources,
-    )
-    return disabled, commands
+    return replace(state, disabled=state.disabled | {flow}), commands
 
 
 def on_enable(state: EngineState, flow: str) -> Result:
@@ -115,9 +107,9 @@ def on_enable(state: EngineState, flow: str) -> Result:
     and the claimer fetches the sources' items again."""
     if flow not in state.disabled:
         return state, []
-    halted = frozenset(s for s in state.halted if s.flow != flow)
-    enabled = replace(state, disabled=state.disabled - {flow}, halted=halted)
-    enabled = mark_behind(enabled, state.halted - halted)
+    halted = frozenset(s for s, n in state.nodes.items() if n.halted and s.flow == flow)
+    enabled = with_streams(state, halted, halted=False)
+    enabled = mark_behind(replace(enabled, disabled=state.disabled - {flow}), halted)
     return enabled, [
         PublishEventCommand("flow_enabled", {"flow": flow}),
         WakeClaimerCommand(),
@@ -127,18 +119,21 @@ def on_enable(state: EngineState, flow: str) -> Result:
 def on_halt(state: EngineState, streams: frozenset[StreamKey]) -> Result:
     """Tell the sources of ``streams`` to end (:class:`~.ticks.HaltTick`)."""
     sources = frozenset(s for s in streams if s in state.nodes and state.nodes[s].is_source)
+    return _halt(state, sources)
+
+
+def _halt(state: EngineState, sources: frozenset[StreamKey]) -> Result:
+    """Halt ``sources``: what waits in their lines goes back to the queue unstarted."""
     nodes = dict(state.nodes)
     released: list[str] = []
     for stream in sources:
-        released.extend(item.entry_id for item in nodes[stream].waiting)
-        nodes[stream] = replace(nodes[stream], waiting=(), retry_at=None)
+        node = nodes[stream]
+        released.extend(item.entry_id for item in node.waiting)
+        nodes[stream] = replace(node, waiting=(), retry_at=None, halted=True, caught_up=False)
     commands: list[Command] = []
     if released:
         commands.append(ReleaseCommand(tuple(released), started=False))
-    halted = replace(
-        state, nodes=nodes, halted=state.halted | sources, caught_up=state.caught_up - sources
-    )
-    return halted, commands
+    return replace(state, nodes=nodes), commands
 
 
 def on_reshape(state: EngineState, tick: ReshapeTick) -> Result:
@@ -146,41 +141,32 @@ def on_reshape(state: EngineState, tick: ReshapeTick) -> Result:
     rebuilt streams start empty and behind, the lines of rebuilt and removed
     ones go back to the queue, a rebuilt halted source may start again."""
     streams = frozenset(tick.streams)
-    nodes: dict[StreamKey, NodeState] = {}
+    ordered = tick.ordered - tick.sources
+    nodes: dict[StreamKey, StreamState] = {}
     released: list[str] = []
     for stream in tick.streams:
         before = state.nodes.get(stream)
+        shape: dict[str, Any] = {
+            "ordered": stream in ordered,
+            "leased": before is not None and before.leased and stream in ordered,
+            "draining": before is not None and before.draining and stream in ordered,
+            "interval": tick.rates.get(stream),
+        }
         if before is not None and stream not in tick.rebuilt:
-            nodes[stream] = before
+            nodes[stream] = replace(before, **shape)
             continue
         if before is not None:
             released.extend(item.entry_id for item in before.waiting)
-        nodes[stream] = NodeState(is_source=stream in tick.sources)
+        mark = before.behind_mark if before is not None else 0
+        nodes[stream] = StreamState(is_source=stream in tick.sources, behind_mark=mark, **shape)
     for stream, before in state.nodes.items():
         if stream not in streams:
             released.extend(item.entry_id for item in before.waiting)
-    fresh = frozenset(s for s in tick.streams if s not in state.nodes) | tick.rebuilt
-    kept = streams - fresh
-    ordered = tick.ordered - tick.sources
-    reshaped = replace(
-        state,
-        nodes=nodes,
-        ordered=ordered,
-        leased=state.leased & ordered,
-        draining=state.draining & ordered,
-        caught_up=state.caught_up & kept,
-        careful=state.careful & kept,
-        behind_marks={s: n for s, n in state.behind_marks.items() if s in streams},
-        reserved={s: n for s, n in state.reserved.items() if s in kept},
-        halted=(state.halted & kept) - tick.rebuilt,
-        rates=dict(tick.rates),
-        gates={s: t for s, t in state.gates.items() if s in kept},
-    )
     commands: list[Command] = []
     if released:
         commands.append(ReleaseCommand(tuple(released), started=False))
     commands.append(WakeClaimerCommand())
-    return reshaped, commands
+    return replace(state, nodes=nodes), commands
 
 
 def on_stop(state: EngineState) -> Result:
@@ -196,7 +182,7 @@ def on_stop(state: EngineState) -> Result:
 
 def _recall(
     state: EngineState, matches: Callable[[StreamKey], bool]
-) -> tuple[dict[StreamKey, NodeState], list[Command]]:
+) -> tuple[dict[StreamKey, StreamState], list[Command]]:
     """Recall the running batches (of more than one item, not sources) of the
     streams ``matches`` selects: each ends after its current item."""
     nodes = dict(state.nodes)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mediaflow.engine.commands import Command, LeaseCommand, RecallCommand, WakeClaimerCommand
-from mediaflow.engine.state import EngineState
+from mediaflow.engine.state import EngineState, with_streams
 from mediaflow.engine.ticks import LeasedTick, LeaseDueTick
 from mediaflow.queue.contract import StreamKey
 
@@ -73,8 +73,10 @@ def on_leased(state: EngineState, tick: LeasedTick) -> Result:
         state, commands = _forget_lines(state, lost)
     if not new:
         return state, commands
-    careful = state.careful | (tick.taken_over & new)
-    return replace(state, careful=careful), [*commands, WakeClaimerCommand()]
+    return with_streams(state, tick.taken_over & new, careful=True), [
+        *commands,
+        WakeClaimerCommand(),
+    ]
 
 
 def _forget_lines(state: EngineState, lost: frozenset[StreamKey]) -> Result:
@@ -107,17 +109,19 @@ def _settle(
 ) -> EngineState:
     # A stream gained or given up is not known to be caught up: whoever holds it
     # next claims from disk before taking new work at enqueue.
-    return replace(state, leased=leased, draining=draining, caught_up=state.caught_up - unknown)
+    nodes = dict(state.nodes)
+    for stream, node in state.nodes.items():
+        facts = (stream in leased, stream in draining, node.caught_up and stream not in unknown)
+        if facts != (node.leased, node.draining, node.caught_up):
+            nodes[stream] = replace(node, leased=facts[0], draining=facts[1], caught_up=facts[2])
+    return replace(state, nodes=nodes)
 
 
 def _quiet(state: EngineState, stream: StreamKey) -> bool:
     """Nothing of ``stream`` in memory, promised to a commit or asked of the queue."""
     claim = state.claim
-    return (
-        state.nodes[stream].held == 0
-        and state.reserved.get(stream, 0) == 0
-        and (claim is None or stream not in claim.asked)
-    )
+    node = state.nodes[stream]
+    return node.held == 0 and node.reserved == 0 and (claim is None or stream not in claim.asked)
 
 
 def _sorted(streams: frozenset[StreamKey]) -> tuple[StreamKey, ...]:

@@ -13,20 +13,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mediaflow.engine.commands import AckCommand, Command, PublishEventCommand, WakeAtCommand
-from mediaflow.engine.state import NodeState
+from mediaflow.engine.state import StreamState
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 
 def open_window(
-    stream: StreamKey, node: NodeState, interval: float, now: float, commands: list[Command]
-) -> tuple[NodeState, float]:
-    """Coalesce ``node``'s line for a start now; return the line and the time
-    before which the node may not start again (a wake-up is asked for then)."""
+    stream: StreamKey, node: StreamState, now: float, commands: list[Command]
+) -> StreamState:
+    """Coalesce ``node``'s line for a start now, and gate it until its window
+    (``node.interval``) ends (a wake-up is asked for then)."""
+    assert node.interval is not None  # a rate-limited stream
     batch, skipped = coalesce(node.waiting)
     if skipped:
         commands.extend(_coalesced(stream, skipped))
-    commands.append(WakeAtCommand(now + interval))
-    return replace(node, waiting=batch), now + interval
+    commands.append(WakeAtCommand(now + node.interval))
+    return replace(node, waiting=batch, gate=now + node.interval)
 
 
 def coalesce(waiting: tuple[WorkItem, ...]) -> tuple[tuple[WorkItem, ...], list[WorkItem]]:

@@ -40,11 +40,7 @@ from mediaflow.engine.commands import (
     WakeAtCommand,
     WakeClaimerCommand,
 )
-from mediaflow.engine.state import (
-    EngineState,
-    NodeState,
-    backoff_s,
-)
+from mediaflow.engine.state import EngineState, StreamState, backoff_s, with_streams
 from mediaflow.engine.ticks import (
     BacklogBehindTick,
     BacklogSampledTick,
@@ -84,7 +80,7 @@ def reduce(state: EngineState, tick: Tick, now: float) -> Result:
         case CommitDueTick(counts=counts):
             return admission.on_commit_due(state, counts)
         case CommitFailedTick():
-            return replace(state, reserved={}), []
+            return with_streams(state, state.reserved, reserved=0), []
         case ClaimDueTick(poll=poll):
             return admission.on_claim_due(state, poll)
         case ClaimFailedTick():
@@ -121,8 +117,9 @@ def _on_committed(state: EngineState, items: tuple[WorkItem, ...], now: float) -
     """The group commit landed with ``items`` claimed for us. A stream the queue
     claimed fewer for than we reserved has older work on disk: it is behind."""
     got = _count_by_stream(items)
-    refused = frozenset(s for s, n in state.reserved.items() if got.get(s, 0) < n)
-    state = replace(state, reserved={})
+    reserved = [s for s, node in state.nodes.items() if node.reserved]
+    refused = frozenset(s for s in reserved if got.get(s, 0) < state.nodes[s].reserved)
+    state = with_streams(state, reserved, reserved=0)
     commands: list[Command] = []
     if refused:
         state = control.mark_behind(state, refused)
@@ -136,20 +133,16 @@ def _on_claimed(state: EngineState, items: tuple[WorkItem, ...], now: float) -> 
     claim = state.claim
     if claim is not None:
         got = _count_by_stream(items)
-        drained = frozenset(
+        drained = [
             stream
             for stream, (asked, mark) in claim.asked.items()
             if got.get(stream, 0) < asked
-            and state.behind_marks.get(stream, 0) == mark
+            and stream in state.nodes
+            and state.nodes[stream].behind_mark == mark
             # A paused flow's claims come back empty whatever waits on disk.
             and stream.flow not in state.paused
-        )
-        state = replace(
-            state,
-            claim=None,
-            caught_up=state.caught_up | drained,
-            careful=state.careful - drained,
-        )
+        ]
+        state = with_streams(replace(state, claim=None), drained, caught_up=True, careful=False)
     return admit(state, items, now, [])
 
 
@@ -167,7 +160,7 @@ def admit(
             commands.extend(_dropped(item, reason, 0))
         elif state.stopping:
             released.append(item.entry_id)
-        elif _lease_lost(state, item.stream):
+        elif _lease_lost(node):
             # Claimed just before the lease was lost: the new holder takes it
             # (see leasing._forget_lines).
             continue
@@ -196,9 +189,9 @@ def admit(
     return start_ready(replace(state, nodes=nodes), arrivals, now, commands)
 
 
-def _lease_lost(state: EngineState, stream: StreamKey) -> bool:
-    """Whether ``stream`` belongs to an ordered node whose lease this process lacks."""
-    return stream in state.ordered and stream not in state.leased
+def _lease_lost(node: StreamState) -> bool:
+    """Whether the stream belongs to an ordered node whose lease this process lacks."""
+    return node.ordered and not node.leased
 
 
 def _merge_by_seq(line: tuple[WorkItem, ...], new: list[WorkItem]) -> tuple[WorkItem, ...]:
@@ -224,12 +217,7 @@ def start_ready(
     if state.stopping:
         return state, commands
     nodes = state.nodes
-    gates = state.gates
-    candidates = [
-        s
-        for s in streams
-        if _can_start(nodes[s], now) and s not in state.halted and gates.get(s, now) <= now
-    ]
+    candidates = [s for s in streams if _can_start(nodes[s], now)]
     if not candidates:
         return state, commands
     if len(candidates) > 1:
@@ -245,32 +233,37 @@ def start_ready(
             if steps.get(stream.flow, 0) <= 0:
                 continue
             steps = {**steps, stream.flow: steps[stream.flow] - 1}
-        interval = state.rates.get(stream)
-        if interval is not None and not stepping and node.retry_at is None:
-            node, gate = rates.open_window(stream, node, interval, now, commands)
-            gates = {**gates, stream: gate}
-        batch = _next_batch(state, stream, node, single=stepping)
+        if node.interval is not None and not stepping and node.retry_at is None:
+            node = rates.open_window(stream, node, now, commands)
+        batch = _next_batch(node, single=stepping)
         if stepping:
             commands.append(_stepped_event(batch[0]))
         attempt = node.attempt + 1 if node.retry_at is not None else 1
         # After a crash, acks are made durable before each item starts, so if
         # it kills the process again only it is delivered once more
         # (MAX_DELIVERIES counts attempts, not acks lost with the process).
-        commit_first = batch[0].deliveries > 1 or stream in state.careful
-        nodes[stream] = NodeState(node.is_source, node.waiting[len(batch) :], batch, attempt)
+        commit_first = batch[0].deliveries > 1 or node.careful
+        nodes[stream] = replace(
+            node,
+            waiting=node.waiting[len(batch) :],
+            running=batch,
+            attempt=attempt,
+            retry_at=None,
+            recalled=False,
+        )
         commands.append(StartNodeCommand(stream, batch, attempt, commit_first))
-    return replace(state, nodes=nodes, steps=steps, gates=gates), commands
+    return replace(state, nodes=nodes, steps=steps), commands
 
 
-def _can_start(node: NodeState, now: float) -> bool:
-    if node.running or not node.waiting:
+def _can_start(node: StreamState, now: float) -> bool:
+    if node.running or not node.waiting or node.halted:
+        return False
+    if node.gate is not None and node.gate > now:
         return False
     return node.retry_at is None or node.retry_at <= now
 
 
-def _next_batch(
-    state: EngineState, stream: StreamKey, node: NodeState, *, single: bool
-) -> tuple[WorkItem, ...]:
+def _next_batch(node: StreamState, *, single: bool) -> tuple[WorkItem, ...]:
     """The waiting items the node runs next, in one task: every first delivery at
     the head of its line. A retry, a redelivery, a careful stream, a step and a
     source run alone."""
@@ -280,7 +273,7 @@ def _next_batch(
         or node.is_source
         or node.retry_at is not None
         or waiting[0].deliveries > 1
-        or stream in state.careful
+        or node.careful
     ):
         return waiting[:1]
     n = 1
@@ -302,12 +295,13 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
     batch = node.running
     done = min(max(tick.done, 0), len(batch))
     commands: list[Command] = []
-    if done and stream in state.halted:
+    if done and node.halted:
         # A source told to end (disable, reload) hands its item back: started
         # again, it resumes where it was rather than being over.
         ids = tuple(item.entry_id for item in batch[:done])
         commands.append(ReleaseCommand(ids, started=True))
         state = control.mark_behind(state, frozenset({stream}))
+        node = state.nodes[stream]
     elif done:
         commands.append(AckCommand(tuple(item.entry_id for item in batch[:done])))
     unstarted = batch[done:]
@@ -328,14 +322,17 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
             commands.append(WakeAtCommand(retry_at))
             commands.append(_retry_event(failed, attempt, retry_at - now, tick.error))
     waiting = (*unstarted, *node.waiting) if unstarted else node.waiting
-    if waiting and _lease_lost(state, stream):
+    if waiting and _lease_lost(node):
         # Lost while the batch ran (leasing._forget_lines): the new holder runs the rest.
         waiting, attempt, retry_at = (), 0, None
     if state.stopping and waiting:
         commands.append(ReleaseCommand(tuple(item.entry_id for item in waiting)))
         waiting = ()
-    nodes = {**state.nodes, stream: NodeState(node.is_source, waiting, (), attempt, retry_at)}
-    if stream not in state.caught_up:
+    finished = replace(
+        node, waiting=waiting, running=(), attempt=attempt, retry_at=retry_at, recalled=False
+    )
+    nodes = {**state.nodes, stream: finished}
+    if not node.caught_up:
         # Room freed in a line whose work waits on disk: the claimer may fetch.
         commands.append(WakeClaimerCommand())
     return start_ready(replace(state, nodes=nodes), (stream,), now, commands)

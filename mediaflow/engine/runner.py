@@ -189,7 +189,10 @@ class FlowRunner:
     def is_stopping(self, node: str | None = None) -> bool:
         """Whether the run is stopping, or (``node``) that node was told to end."""
         state = self._state
-        return state.stopping or (node is not None and StreamKey(self.flow, node) in state.halted)
+        if state.stopping or node is None:
+            return state.stopping
+        stream = state.nodes.get(StreamKey(self.flow, node))
+        return stream is not None and stream.halted
 
     def is_idle(self) -> bool:
         """Nothing held in memory or known to wait on disk, nothing to commit, no

@@ -8,7 +8,8 @@ queries here (pure functions of the state). Nothing in it is I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mediaflow.config import EngineSettings
 from mediaflow.queue.contract import StreamKey, WorkItem
@@ -38,14 +39,34 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeState:
-    """One node's line.
+class StreamState:
+    """Every fact the reducer keeps of one stream (one node's line).
 
-    ``waiting`` is sorted by ``seq``. ``running`` is the batch the node's task
-    runs, in order (empty when idle). ``attempt`` counts the runs of the head
-    item: ``running[0]`` while it runs, ``waiting[0]`` while a retry backs off
-    until ``retry_at``. ``recalled``: the running batch was told to stop after
-    its current item (pause, stop).
+    The line: ``waiting`` is sorted by ``seq``. ``running`` is the batch the
+    node's task runs, in order (empty when idle). ``attempt`` counts the runs of
+    the head item: ``running[0]`` while it runs, ``waiting[0]`` while a retry
+    backs off until ``retry_at``. ``recalled``: the running batch was told to
+    stop after its current item (pause, stop).
+
+    Admission (:mod:`.admission`): ``caught_up``, nothing older of the stream
+    waits on disk, so its new emissions may be claimed at enqueue without
+    overtaking anything. ``careful``: draining work a crashed process left, one
+    item in memory at a time, acks committed before each start, until caught
+    up. ``behind_mark`` is bumped whenever work of the stream is left on disk:
+    a claim asked before the bump cannot prove it caught up, even if it came
+    back short. ``reserved``: room promised to the group commit in flight.
+
+    Leases (:mod:`.leasing`): ``ordered``, the node's items run in order, so the
+    stream is claimed only under a lease (fixed for the flow's shape);
+    ``leased``, this process holds it; ``draining``, it is being handed to
+    another executor: no new work is taken, the lease goes once the line is
+    empty.
+
+    ``halted``: a source told to end without ending the run (disable, a
+    reload): ``ctx.stopping()`` is true for it, and its item goes back to the
+    queue when it returns, so it resumes when started again. ``interval``: a
+    rate-limited node's least time between two starts (``max_rate``); ``gate``
+    the time before which it may not start again.
     """
 
     is_source: bool = False
@@ -54,6 +75,16 @@ class NodeState:
     attempt: int = 0
     retry_at: float | None = None
     recalled: bool = False
+    caught_up: bool = False
+    careful: bool = False
+    behind_mark: int = 0
+    reserved: int = 0
+    ordered: bool = False
+    leased: bool = False
+    draining: bool = False
+    halted: bool = False
+    interval: float | None = None
+    gate: float | None = None
 
     def holds(self, entry_id: str) -> bool:
         return any(item.entry_id == entry_id for item in (*self.running, *self.waiting))
@@ -73,42 +104,74 @@ class ClaimInFlight:
 
 @dataclass(frozen=True, slots=True)
 class EngineState:
+    """The runner's facts: one :class:`StreamState` per stream (``nodes``), and
+    the flows' and the process's own. The sets of streams with a fact (``caught_up``,
+    ``leased``, ...) are read-only views of the streams, for readers and tests."""
+
     limits: Limits
-    nodes: Mapping[StreamKey, NodeState]
+    nodes: Mapping[StreamKey, StreamState]
     paused: frozenset[str] = frozenset()
     steps: Mapping[str, int] = field(default_factory=dict)
-    # Disabled flows (also paused): their sources were told to end.
+    # Disabled flows (also paused): their sources were told to end (halted).
     disabled: frozenset[str] = frozenset()
-    # Source streams told to end without ending the run (disable, a reload):
-    # ctx.stopping() is true for them, and their item goes back to the queue
-    # when the source returns, so it resumes when started again.
-    halted: frozenset[StreamKey] = frozenset()
-    # Rate-limited streams (a node's max_rate): the least time between two
-    # starts, and the time before which the next may not start.
-    rates: Mapping[StreamKey, float] = field(default_factory=dict)
-    gates: Mapping[StreamKey, float] = field(default_factory=dict)
     backlog_history: tuple[int, ...] = ()
     degraded: bool = False
     stopping: bool = False
-    # Streams with nothing older waiting on disk: new emissions for them may be
-    # claimed at enqueue without overtaking anything.
-    caught_up: frozenset[StreamKey] = frozenset()
-    # Streams draining work a crashed process left: one item in memory at a
-    # time, acks committed before each start, until the stream catches up.
-    careful: frozenset[StreamKey] = frozenset()
-    # Bumped whenever work of a stream is left on disk: a claim asked before the
-    # bump cannot prove the stream caught up, even if it came back short.
-    behind_marks: Mapping[StreamKey, int] = field(default_factory=dict)
     claim: ClaimInFlight | None = None
-    # Room promised to the group commit in flight (claimed at enqueue).
-    reserved: Mapping[StreamKey, int] = field(default_factory=dict)
-    # Streams of ordered nodes: claimed only under a lease, so one executor of
-    # the flow runs each at a time (see .leasing). Fixed for the run.
-    ordered: frozenset[StreamKey] = frozenset()
-    leased: frozenset[StreamKey] = frozenset()
-    # Leased streams being handed to another executor: no new work is taken;
-    # the lease goes once the line is empty.
-    draining: frozenset[StreamKey] = frozenset()
+
+    def _having(self, fact: str) -> frozenset[StreamKey]:
+        return frozenset(s for s, n in self.nodes.items() if getattr(n, fact))
+
+    @property
+    def caught_up(self) -> frozenset[StreamKey]:
+        return self._having("caught_up")
+
+    @property
+    def careful(self) -> frozenset[StreamKey]:
+        return self._having("careful")
+
+    @property
+    def ordered(self) -> frozenset[StreamKey]:
+        return self._having("ordered")
+
+    @property
+    def leased(self) -> frozenset[StreamKey]:
+        return self._having("leased")
+
+    @property
+    def draining(self) -> frozenset[StreamKey]:
+        return self._having("draining")
+
+    @property
+    def halted(self) -> frozenset[StreamKey]:
+        return self._having("halted")
+
+    @property
+    def reserved(self) -> Mapping[StreamKey, int]:
+        return {s: n.reserved for s, n in self.nodes.items() if n.reserved}
+
+    @property
+    def behind_marks(self) -> Mapping[StreamKey, int]:
+        return {s: n.behind_mark for s, n in self.nodes.items() if n.behind_mark}
+
+    @property
+    def rates(self) -> Mapping[StreamKey, float]:
+        return {s: n.interval for s, n in self.nodes.items() if n.interval is not None}
+
+    @property
+    def gates(self) -> Mapping[StreamKey, float]:
+        return {s: n.gate for s, n in self.nodes.items() if n.gate is not None}
+
+
+def with_streams(state: EngineState, streams: Iterable[StreamKey], **facts: Any) -> EngineState:
+    """``state`` with ``facts`` (:class:`StreamState` fields) set on each of
+    ``streams`` it has (others are ignored)."""
+    nodes = dict(state.nodes)
+    for stream in streams:
+        node = nodes.get(stream)
+        if node is not None:
+            nodes[stream] = replace(node, **facts)
+    return replace(state, nodes=nodes)
 
 
 def initial_state(
@@ -125,19 +188,26 @@ def initial_state(
     streams to claim only under a lease (none leased yet). ``rates``: the least
     seconds between two starts of a rate-limited stream."""
     source_set = set(sources)
-    nodes = {s: NodeState(is_source=s in source_set) for s in streams}
-    for s in source_set:
-        nodes.setdefault(s, NodeState(is_source=True))
-    careful = frozenset(s for s in nodes if s not in source_set) if resumed else frozenset()
-    leasing = frozenset(s for s in ordered if s in nodes and s not in source_set)
-    limited = {s: t for s, t in (rates or {}).items() if s in nodes}
-    return EngineState(limits=limits, nodes=nodes, careful=careful, ordered=leasing, rates=limited)
+    keys = list(streams)
+    keys.extend(s for s in source_set if s not in keys)
+    ordered_set, intervals = set(ordered), rates or {}
+    nodes = {
+        s: StreamState(
+            is_source=s in source_set,
+            careful=resumed and s not in source_set,
+            ordered=s in ordered_set and s not in source_set,
+            interval=intervals.get(s),
+        )
+        for s in keys
+    }
+    return EngineState(limits=limits, nodes=nodes)
 
 
 def may_claim(state: EngineState, stream: StreamKey) -> bool:
     """Whether this process may take work of ``stream``: a stream of an ordered
     node only while it holds the stream's lease and is not handing it over."""
-    return stream not in state.ordered or (stream in state.leased and stream not in state.draining)
+    node = state.nodes[stream]
+    return not node.ordered or (node.leased and not node.draining)
 
 
 def line_limit(state: EngineState, stream: StreamKey) -> int:
@@ -147,13 +217,13 @@ def line_limit(state: EngineState, stream: StreamKey) -> int:
     a delivery, and items waiting in memory when the process died again would
     be counted without having run.
     """
-    return 1 if stream in state.careful else state.limits.node_buffer
+    return 1 if state.nodes[stream].careful else state.limits.node_buffer
 
 
 def room(state: EngineState, stream: StreamKey) -> int:
     """Free places in ``stream``'s line, net of what the commit in flight claims."""
     node = state.nodes[stream]
-    return line_limit(state, stream) - node.held - state.reserved.get(stream, 0)
+    return line_limit(state, stream) - node.held - node.reserved
 
 
 def held_ids(state: EngineState) -> list[str]:
@@ -172,7 +242,9 @@ def is_settled(state: EngineState) -> bool:
     """Idle, and every stream this process may claim caught up: no work of ours
     known to wait on disk (a paused flow's never is). Only then may the queue be
     empty for the flow (streams other executors hold are theirs to drain)."""
-    return is_idle(state) and all(s in state.caught_up for s in state.nodes if may_claim(state, s))
+    return is_idle(state) and all(
+        n.caught_up for s, n in state.nodes.items() if may_claim(state, s)
+    )
 
 
 def backoff_s(limits: Limits, attempt: int) -> float:

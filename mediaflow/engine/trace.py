@@ -54,7 +54,7 @@ from mediaflow.engine.commands import (
     WakeAtCommand,
     WakeClaimerCommand,
 )
-from mediaflow.engine.state import EngineState, Limits, NodeState
+from mediaflow.engine.state import EngineState, Limits, StreamState
 from mediaflow.engine.ticks import Tick
 from mediaflow.queue.contract import StreamKey, WorkItem
 
@@ -269,12 +269,20 @@ def decode_start(raw: Json) -> EngineState:
     if raw.get("version") != VERSION:
         raise TraceError(f"trace version {raw.get('version')!r}; this mediaflow reads {VERSION}")
     limits = Limits(**raw["limits"])
-    nodes = {StreamKey(f, n): NodeState(is_source=bool(src)) for f, n, src in raw["nodes"]}
     careful = _keys(raw["careful"])
     # "ordered" and "rates" are absent in traces written before leases and max_rate.
     ordered = _keys(raw.get("ordered", ()))
     rates = {StreamKey(f, n): t for f, n, t in raw.get("rates", ())}
-    return EngineState(limits=limits, nodes=nodes, careful=careful, ordered=ordered, rates=rates)
+    nodes = {
+        key: StreamState(
+            is_source=bool(src),
+            careful=key in careful,
+            ordered=key in ordered,
+            interval=rates.get(key),
+        )
+        for key, src in ((StreamKey(f, n), src) for f, n, src in raw["nodes"])
+    }
+    return EngineState(limits=limits, nodes=nodes)
 
 
 @dataclass(frozen=True)
