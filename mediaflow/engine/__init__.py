@@ -8,11 +8,12 @@ its inputs and outputs, and :mod:`.trace` / :mod:`.replay` record a run's ticks
 and replay them exactly.
 
 Effects: :mod:`.runner` owns the state and applies commands through one part
-per seam: :mod:`.journal` (emissions, acks, latest values, committed in
-groups), :mod:`.execution` (node tasks running batches), :mod:`.loops` (claim,
-commit, leases, backlog), :mod:`.pins` (what garbage collection must spare).
-:mod:`.session` runs a flow from start to clean stop; :mod:`.snapshot` is all
-the outside (HTTP, metrics) reads of a running flow.
+per seam, which :mod:`.lifecycle` wires and sets up, reshapes and stops:
+:mod:`.journal` (emissions, acks, latest values, committed in groups),
+:mod:`.execution` (node tasks running batches), :mod:`.loops` (claim, commit,
+leases, backlog), :mod:`.effects` (queue calls in flight), :mod:`.pins` (what
+garbage collection must spare). :mod:`.session` runs a flow from start to clean
+stop; :mod:`.snapshot` is all the outside (HTTP, metrics) reads of a running flow.
 
 A chunk's way, connector to node: ``PortEmitter.emit`` -> ``RunContext.emit``
 -> ``Journal.emit`` (buffered); the group commit (``Journal.flush``) ->

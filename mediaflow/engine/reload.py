@@ -4,8 +4,8 @@ retiring of removed nodes' queued work.
 A reload (``mediaflow run`` on SIGHUP, or ``--watch``) keeps every node whose
 class, options and wiring are unchanged, running; rebuilds the changed ones;
 builds the added ones; and retires the removed ones, whose queued items are
-dead-lettered with the reason, never dropped. :meth:`FlowRunner.reshape
-<mediaflow.engine.runner.FlowRunner.reshape>` performs the plan in the
+dead-lettered with the reason, never dropped. :meth:`RunLife.reshape
+<mediaflow.engine.lifecycle.RunLife.reshape>` performs the plan in the
 runner, :func:`retire_streams` in the queue.
 """
 
