@@ -46,7 +46,7 @@ def enqueue(data_dir: Path, *items: NewItem, claim_for: str | None = None) -> No
     async def put() -> None:
         queue = SqliteQueue.in_dir(data_dir)
         try:
-            await queue.enqueue(list(items), claim_for=claim_for)
+            await queue.commit(list(items), claim_for=claim_for)
         finally:
             await queue.close()
 

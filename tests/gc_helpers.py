@@ -115,12 +115,12 @@ class GcEnv:
 
     async def emit(self, ref: MediaRef, **options: Any) -> NewItem:
         item = NewItem(STREAM, "emission", ref_payload(ref), **options)
-        await self.queue.enqueue([item])
+        await self.queue.commit([item])
         return item
 
     async def claim(self, ref: MediaRef) -> WorkItem:
         """Enqueue an emission carrying ``ref`` and claim it (it is then pending)."""
-        [item] = await self.queue.enqueue(
+        [item] = await self.queue.commit(
             [NewItem(STREAM, "emission", ref_payload(ref))], claim_for="viewer-1"
         )
         return item

@@ -25,7 +25,7 @@ from mediaflow import Context, FlowBuilder, FlowSession, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import Event, EventBus
 from mediaflow.queue import redis_lua, redis_lua_admin
-from mediaflow.queue.contract import QueueUnavailable, WorkQueue
+from mediaflow.queue.contract import EmissionRun, QueueUnavailable, WorkQueue
 from mediaflow.queue.redis_once import run_once
 from mediaflow.queue.redis_queue import RedisQueue
 from tests.redis_server import RedisServer
@@ -124,7 +124,8 @@ class WatchedQueue:
         if name == "commit":
             self.acked.update(kwargs.get("ack", ()))
             for run in args[0]:
-                self.committed.extend(value["seq"] for value in run.values)
+                if isinstance(run, EmissionRun):  # not a run's source items
+                    self.committed.extend(value["seq"] for value in run.values)
         elif name == "ack":
             self.acked.update(args[0])
 

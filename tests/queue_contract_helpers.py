@@ -33,4 +33,4 @@ def ids(items: Sequence[WorkItem]) -> list[str]:
 
 
 async def fill(queue: WorkQueue, stream: StreamKey, count: int, start: int = 0) -> list[WorkItem]:
-    return await queue.enqueue([new(stream, start + i) for i in range(count)])
+    return await queue.commit([new(stream, start + i) for i in range(count)])

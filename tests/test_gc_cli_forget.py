@@ -31,7 +31,7 @@ def dead_letter(data_dir: Path, flow: str, ref: MediaRef) -> None:
     async def put() -> None:
         queue = SqliteQueue.in_dir(data_dir)
         try:
-            [item] = await queue.enqueue([emission(flow, ref)], claim_for="worker")
+            [item] = await queue.commit([emission(flow, ref)], claim_for="worker")
             await queue.dead_letter(item, "boom")
         finally:
             await queue.close()

@@ -298,29 +298,15 @@ class SpyQueue(SqliteQueue):
         self.stored: list[WorkItem] = []  # every item handed to a consumer
         self.lazy: list[dict[tuple[str, str, str], Any]] = []  # put_latest alone
 
-    async def enqueue(
-        self,
-        items: Sequence[NewItem],
-        *,
-        claim_for: str | None = None,
-        ack: Sequence[str] = (),
-        latest: Mapping[tuple[str, str, str], Any] | None = None,
-    ) -> list[WorkItem]:
-        stored = await super().enqueue(items, claim_for=claim_for, ack=ack, latest=latest)
-        self.stored.extend(stored)
-        if ack or latest:
-            self.commits.append((list(ack), dict(latest or {})))
-        return stored
-
     async def commit(
         self,
-        runs: Sequence[EmissionRun],
+        batch: Sequence[EmissionRun | NewItem],
         *,
         claim_for: str | None = None,
         ack: Sequence[str] = (),
         latest: Mapping[tuple[str, str, str], Any] | None = None,
     ) -> list[WorkItem]:
-        claimed = await super().commit(runs, claim_for=claim_for, ack=ack, latest=latest)
+        claimed = await super().commit(batch, claim_for=claim_for, ack=ack, latest=latest)
         self.stored.extend(claimed)
         if ack or latest:
             self.commits.append((list(ack), dict(latest or {})))

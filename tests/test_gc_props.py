@@ -132,7 +132,7 @@ class GcMachine(RuleBasedStateMachine):
     def emit(self, pick: int) -> None:
         digest = sorted(self.saved_at)[pick % len(self.saved_at)]
         item = NewItem(STREAM, "emission", ref_payload(digest))
-        [stored] = self.run(self.env.queue.enqueue([item]))
+        [stored] = self.run(self.env.queue.commit([item]))
         self.items[stored.entry_id] = digest
 
     @precondition(lambda self: len(self.pending) < len(self.items))

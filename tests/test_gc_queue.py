@@ -53,7 +53,7 @@ async def live(queue: WorkQueue, batch: int = 1000) -> set[str]:
 
 
 async def dead(queue: WorkQueue, stream: StreamKey, names: list[str]) -> list[WorkItem]:
-    stored = await queue.enqueue([emission(stream, n) for n in names], claim_for="c")
+    stored = await queue.commit([emission(stream, n) for n in names], claim_for="c")
     for item in stored:
         await queue.dead_letter(item, f"failed on {item.payload['value']['$ref']['digest']}")
     return stored
@@ -69,17 +69,17 @@ async def test_an_empty_queue_holds_no_digests(queue: WorkQueue) -> None:
 async def test_live_digests_cover_every_state_dead_letters_and_latest(
     queue: WorkQueue,
 ) -> None:
-    await queue.enqueue([emission(A, "ready")])
-    await queue.enqueue([emission(B, "pending")], claim_for="c")
+    await queue.commit([emission(A, "ready")])
+    await queue.commit([emission(B, "pending")], claim_for="c")
     await queue.park("f2")
-    await queue.enqueue([emission(OTHER, "parked")], claim_for="c")
+    await queue.commit([emission(OTHER, "parked")], claim_for="c")
     await dead(queue, C, ["dead"])
     await queue.put_latest({("f1", "cam", "image"): {"$ref": {"digest": digest("latest")}}})
     # Anywhere in the JSON, however nested, and several in one value.
     nested = {"clips": [{"a": digest("nested1")}, {"b": [digest("nested2")]}]}
-    await queue.enqueue([NewItem(A, "emission", {"value": nested})])
+    await queue.commit([NewItem(A, "emission", {"value": nested})])
     # Not digests: wrong case, too short, another algorithm.
-    await queue.enqueue(
+    await queue.commit(
         [
             NewItem(A, "emission", {"x": digest("upper").upper()}),
             NewItem(A, "emission", {"x": digest("short")[:60]}),
@@ -114,8 +114,8 @@ async def test_live_digests_cover_committed_values(queue: WorkQueue) -> None:
 
 
 async def test_acked_items_no_longer_hold_their_digests(queue: WorkQueue) -> None:
-    [kept] = await queue.enqueue([emission(A, "kept")], claim_for="c")
-    [done] = await queue.enqueue([emission(B, "done")], claim_for="c")
+    [kept] = await queue.commit([emission(A, "kept")], claim_for="c")
+    [done] = await queue.commit([emission(B, "done")], claim_for="c")
     await queue.ack([done.entry_id])
 
     assert await live(queue) == {digest("kept")}
@@ -132,7 +132,7 @@ async def test_acked_items_no_longer_hold_their_digests(queue: WorkQueue) -> Non
 @pytest.mark.parametrize("batch", [1, 3, 1000])
 async def test_each_list_is_one_page_of_distinct_digests(queue: WorkQueue, batch: int) -> None:
     # 10 items, 5 distinct references (each sent twice).
-    await queue.enqueue([emission(A, f"r{i % 5}") for i in range(10)])
+    await queue.commit([emission(A, f"r{i % 5}") for i in range(10)])
 
     lists = [digests async for digests in queue.live_digests(batch=batch)]
 
@@ -142,20 +142,20 @@ async def test_each_list_is_one_page_of_distinct_digests(queue: WorkQueue, batch
         assert len(lists) == 1  # deduplicated within a page
 
 
-@pytest.mark.parametrize("via", ["enqueue", "commit"])
+@pytest.mark.parametrize("via", ["item", "run"])
 async def test_a_forward_during_the_read_never_hides_the_reference(
     queue_backend: QueueBackend, via: str
 ) -> None:
     """A node forwards a reference (enqueues its output and acks its input in one
-    transaction, with ``enqueue`` or ``commit``) from another handle while
+    transaction, committing a single item or a run) from another handle while
     live_digests is half-way: the reference is reported, from its old place or
     its new one."""
     queue, node = queue_backend.open(), queue_backend.open()
     # Three streams created in this order, the forwarded reference in the last;
     # its new place is the first stream, which the read has already passed.
-    await queue.enqueue([emission(A, "filler-a")])
-    await queue.enqueue([emission(B, "filler-b")])
-    [held] = await queue.enqueue([emission(C, "forwarded")], claim_for="node")
+    await queue.commit([emission(A, "filler-a")])
+    await queue.commit([emission(B, "filler-b")])
+    [held] = await queue.commit([emission(C, "forwarded")], claim_for="node")
     before = await live(queue)
     assert digest("forwarded") in before
 
@@ -165,8 +165,8 @@ async def test_a_forward_during_the_read_never_hides_the_reference(
         found.update(digests)
         pages += 1
         if pages == 2:
-            if via == "enqueue":
-                stored = await node.enqueue([emission(A, "forwarded")], ack=[held.entry_id])
+            if via == "item":
+                stored = await node.commit([emission(A, "forwarded")], ack=[held.entry_id])
                 assert len(stored) == 1
             else:
                 run = emission_run(A, "forwarded", claim=1)
@@ -179,14 +179,14 @@ async def test_a_forward_during_the_read_never_hides_the_reference(
 
 async def test_a_read_closed_early_ends_its_snapshot(queue_backend: QueueBackend) -> None:
     queue, other = queue_backend.open(), queue_backend.open()
-    await queue.enqueue([emission(A, f"r{i}") for i in range(5)])
+    await queue.commit([emission(A, f"r{i}") for i in range(5)])
     reader = cast(AsyncGenerator[list[str], None], queue.live_digests(batch=1))
     first = await anext(reader)
     await reader.aclose()
 
     assert len(first) == 1
     # Writes go on, and a new read sees them.
-    await other.enqueue([emission(B, "later")])
+    await other.commit([emission(B, "later")])
     assert digest("later") in await live(queue)
 
 
@@ -223,7 +223,7 @@ async def test_trim_dead_letters_keeps_the_newest_per_flow(
 
 
 async def test_trim_dead_letters_leaves_items_and_latest_alone(queue: WorkQueue) -> None:
-    await queue.enqueue([emission(A, "waiting")])
+    await queue.commit([emission(A, "waiting")])
     await queue.put_latest({("f1", "cam", "image"): digest("latest")})
     await dead(queue, B, ["dead"])
 
@@ -260,7 +260,7 @@ async def test_forget_flow_refuses_while_items_wait(queue: WorkQueue, state: str
     await queue.put_latest({("f1", "cam", "image"): digest("latest")})
     if state == "parked":
         await queue.park("f1")
-    await queue.enqueue(
+    await queue.commit(
         [emission(A, "waiting")],
         claim_for="c" if state in ("pending", "parked") else None,
     )
@@ -275,7 +275,7 @@ async def test_forget_flow_refuses_while_items_wait(queue: WorkQueue, state: str
 
 
 async def test_forget_flow_after_its_items_are_acked(queue: WorkQueue) -> None:
-    [item] = await queue.enqueue([emission(A, "done")], claim_for="c")
+    [item] = await queue.commit([emission(A, "done")], claim_for="c")
     await queue.ack([item.entry_id])
     await queue.put_latest({("f1", "cam", "image"): digest("done")})
 
@@ -290,7 +290,7 @@ async def test_forget_flow_after_its_items_are_acked(queue: WorkQueue) -> None:
 async def test_sqlite_trims_a_large_backlog_in_short_transactions(queue: WorkQueue) -> None:
     count = TRIM_CHUNK * 2 + 10
     for start in range(0, count, 500):
-        stored = await queue.enqueue(
+        stored = await queue.commit(
             [emission(A, f"d{i}") for i in range(start, min(start + 500, count))], claim_for="c"
         )
         for item in stored:
@@ -336,11 +336,11 @@ async def test_sqlite_checkpoints_do_not_wait_for_an_open_snapshot(
 
     async def churn(n: int) -> None:
         for i in range(n):
-            [item] = await queue.enqueue([emission(B, f"c{i}")], claim_for="c")
+            [item] = await queue.commit([emission(B, f"c{i}")], claim_for="c")
             await queue.ack([item.entry_id])
             await let_checkpoint_finish(queue)
 
-    await queue.enqueue([emission(A, f"r{i}") for i in range(3)])
+    await queue.commit([emission(A, f"r{i}") for i in range(3)])
     reader = cast(AsyncGenerator[list[str], None], queue.live_digests(batch=1))
     await anext(reader)
     await churn(CHECKPOINT_EVERY * 3)

@@ -150,7 +150,7 @@ async def test_metrics_say_what_is_stored_kept_and_swept(tmp_path: Path) -> None
     async with serve(tmp_path, state=state) as served:
         queue = served.state.queue
         assert queue is not None
-        await queue.enqueue([NewItem(StreamKey("cams", "viewer"), "emission", ref_payload(queued))])
+        await queue.commit([NewItem(StreamKey("cams", "viewer"), "emission", ref_payload(queued))])
         report = await sweep_artifacts(
             tmp_path, queue, settings=GcSettings(max_bytes=cap), store=served.state.store
         )
@@ -197,7 +197,7 @@ async def test_the_event_stream_forwards_what_a_sweeper_publishes(tmp_path: Path
     async with serve(tmp_path, state=serve_state(tmp_path)) as served:
         queue = served.state.queue
         assert queue is not None
-        await queue.enqueue([NewItem(StreamKey("cams", "viewer"), "emission", ref_payload(live))])
+        await queue.commit([NewItem(StreamKey("cams", "viewer"), "emission", ref_payload(live))])
         async with served.client.get(
             served.url + "/api/events?types=" + ",".join(GC_EVENTS)
         ) as response:

@@ -12,7 +12,7 @@ from typing import Any, cast
 from mediaflow import FlowBuilder, FlowSession
 from mediaflow.engine.events import Event, EventBus
 from mediaflow.queue import WorkQueue, open_queue
-from mediaflow.queue.contract import EmissionRun, WorkItem
+from mediaflow.queue.contract import EmissionRun, NewItem, WorkItem
 from tests.engine_nodes import Counter, Recorder
 from tests.test_engine import FAST
 
@@ -27,10 +27,13 @@ class CountingCommits:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def commit(self, runs: Sequence[EmissionRun], **options: Any) -> list[WorkItem]:
-        claimed = await self._inner.commit(runs, **options)
-        for run in runs:
-            self.durable[run.src] = self.durable.get(run.src, 0) + len(run.values)
+    async def commit(
+        self, batch: Sequence[EmissionRun | NewItem], **options: Any
+    ) -> list[WorkItem]:
+        claimed = await self._inner.commit(batch, **options)
+        for run in batch:
+            if isinstance(run, EmissionRun):  # not a run's source items
+                self.durable[run.src] = self.durable.get(run.src, 0) + len(run.values)
         return claimed
 
 

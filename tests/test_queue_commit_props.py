@@ -1,4 +1,4 @@
-"""Random interleavings of ``commit``, ``enqueue``, ``claim``, ``ack``, ``release``
+"""Random interleavings of ``commit`` (of runs or of single items), ``claim``, ``ack``, ``release``
 and parking, against every backend in ``QUEUE_BACKENDS``, checked step by step
 against a model of each stream.
 
@@ -42,8 +42,8 @@ commit_op = st.tuples(
     consumer,
     picks,
 )
-enqueue_op = st.tuples(
-    st.just("enqueue"), st.lists(st.tuples(stream_i, st.booleans()), max_size=4), consumer, picks
+items_op = st.tuples(
+    st.just("items"), st.lists(st.tuples(stream_i, st.booleans()), max_size=4), consumer, picks
 )
 claim_op = st.tuples(
     st.just("claim"), st.sampled_from(CONSUMERS[1:]), st.lists(st.integers(0, 3), min_size=3)
@@ -52,7 +52,7 @@ ack_op = st.tuples(st.just("ack"), picks)
 release_op = st.tuples(st.just("release"), picks)
 park_op = st.tuples(st.just("park"), st.sampled_from(FLOWS), st.booleans())
 operations = st.lists(
-    st.one_of(commit_op, enqueue_op, claim_op, ack_op, release_op, park_op), max_size=25
+    st.one_of(commit_op, items_op, claim_op, ack_op, release_op, park_op), max_size=25
 )
 
 
@@ -122,7 +122,7 @@ async def step(queue: WorkQueue, model: Model, op: tuple[Any, ...]) -> None:
             assert [(i.stream, i.seq) for i in got] == expected
             for item in got:
                 model.observe(item, 1)
-        case ("enqueue", items, claim_for, ack_picks):
+        case ("items", items, claim_for, ack_picks):
             acks = model.picked(ack_picks)
             blocked = model.blocked()
             new, expected_deliveries = [], []
@@ -135,7 +135,7 @@ async def step(queue: WorkQueue, model: Model, op: tuple[Any, ...]) -> None:
                 if not claimed:
                     model.ready[stream].add(k)
                     blocked.add(stream)
-            stored = await queue.enqueue(new, claim_for=claim_for, ack=acks)
+            stored = await queue.commit(new, claim_for=claim_for, ack=acks)
             model.ack(acks)
             assert [i.deliveries for i in stored] == expected_deliveries
             for item, deliveries in zip(stored, expected_deliveries, strict=True):

@@ -181,7 +181,7 @@ async def test_park_again_cancels_steps_left(queue: WorkQueue) -> None:
 
 async def test_stats_counts_what_happened(queue: WorkQueue) -> None:
     await fill(queue, A, 4)
-    await queue.enqueue([new(C, 0)], claim_for="c")
+    await queue.commit([new(C, 0)], claim_for="c")
     claimed = await queue.claim("c", {A: 3})
     await queue.ack(ids(claimed[:2]))
     await queue.dead_letter(claimed[2], "bad")

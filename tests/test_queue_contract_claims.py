@@ -1,14 +1,14 @@
 """The work-queue contract of handing work out, run against every backend in
-``QUEUE_BACKENDS``: enqueue (seq and order), claims (counted, blocking, or made
-with ``claim_for`` in the enqueue itself), and ack, touch and release.
+``QUEUE_BACKENDS``: committing single items (seq and order), claims (counted, or
+made with ``claim_for`` in the commit itself), and ack, touch and release.
 
 Each test uses the ``queue`` fixture (one opened handle) and, where two
 consumers are needed, ``queue_backend.open()`` for another handle on the same
 backend (``tests/conftest.py``). Times are real but short. What waits in the
-queue (stale claims, delays, dead letters, parking, the backlog, a reopen) has
+queue (stale claims, dead letters, parking, the backlog, a reopen) has
 its part of the suite in ``tests/test_queue_contract_backlog.py``, group commits
 (``commit``) and acks by batch in ``tests/test_queue_contract_commit.py``, latest
-values and ``enqueue``'s acks and latest values in ``tests/test_queue_contract_state.py``,
+values and a commit's acks and latest values in ``tests/test_queue_contract_state.py``,
 random interleavings of all of them in ``tests/test_queue_commit_props.py``.
 """
 
@@ -34,12 +34,12 @@ from tests.queue_contract_helpers import (
     ns,
 )
 
-# -- enqueue, seq and order ----------------------------------------------------
+# -- commit, seq and order -----------------------------------------------------
 
 
 async def test_enqueue_returns_items_as_stored(queue: WorkQueue) -> None:
     before = time.time()
-    stored = await queue.enqueue(
+    stored = await queue.commit(
         [
             NewItem(A, "emission", {"n": 0, "nested": {"x": [1, 2.5, None]}}),
             NewItem(B, "source", {}),
@@ -57,7 +57,7 @@ async def test_enqueue_returns_items_as_stored(queue: WorkQueue) -> None:
 
 
 async def test_empty_enqueue_is_a_no_op(queue: WorkQueue) -> None:
-    assert await queue.enqueue([]) == []
+    assert await queue.commit([]) == []
     assert (await queue.stats()).enqueued == 0
 
 
@@ -72,8 +72,8 @@ async def test_empty_enqueue_is_a_no_op(queue: WorkQueue) -> None:
 async def test_seq_counts_per_stream_without_gaps(
     queue: WorkQueue, streams: list[StreamKey], expected_seqs: list[int]
 ) -> None:
-    one_call = await queue.enqueue([new(s, i) for i, s in enumerate(streams)])
-    one_by_one = [(await queue.enqueue([new(s, i)]))[0] for i, s in enumerate(streams)]
+    one_call = await queue.commit([new(s, i) for i, s in enumerate(streams)])
+    one_by_one = [(await queue.commit([new(s, i)]))[0] for i, s in enumerate(streams)]
 
     assert [i.seq for i in one_call] == expected_seqs
     offset = {s: streams.count(s) for s in streams}
@@ -93,7 +93,7 @@ async def test_seq_and_ids_continue_after_everything_is_acked(queue: WorkQueue) 
 
 async def test_enqueue_refuses_a_payload_that_is_not_json(queue: WorkQueue) -> None:
     with pytest.raises((TypeError, ValueError)):
-        await queue.enqueue([new(A, 0), NewItem(A, "emission", {"bad": object()})])
+        await queue.commit([new(A, 0), NewItem(A, "emission", {"bad": object()})])
 
     assert await queue.claim("c", {A: 10}) == []
     assert (await queue.stats()).enqueued == 0
@@ -260,7 +260,7 @@ async def test_release_of_unstarted_items_takes_their_delivery_back(queue: WorkQ
 
 
 async def test_claim_for_claims_new_items_in_the_same_call(queue: WorkQueue) -> None:
-    stored = await queue.enqueue([new(A, 0), new(B, 1)], claim_for="me")
+    stored = await queue.commit([new(A, 0), new(B, 1)], claim_for="me")
 
     assert [i.deliveries for i in stored] == [1, 1]
     assert await queue.claim("other", {A: 5, B: 5}) == []
@@ -292,14 +292,14 @@ async def test_claim_for_keeps_order_and_parking(
     elif setup == "other flow parked":
         await queue.park(C.flow)
 
-    [item] = await queue.enqueue([new(A, 9, **item_options)], claim_for="me")
+    [item] = await queue.commit([new(A, 9, **item_options)], claim_for="me")
 
     assert item.deliveries == (1 if claimed else 0)
     assert await queue.touch("me", [item.entry_id]) == (1 if claimed else 0)
 
 
 async def test_claim_for_stops_claiming_behind_an_unclaimed_item(queue: WorkQueue) -> None:
-    stored = await queue.enqueue(
+    stored = await queue.commit(
         [new(A, 0), new(A, 1, claim=False), new(A, 2), new(B, 3)], claim_for="me"
     )
 
@@ -309,7 +309,7 @@ async def test_claim_for_stops_claiming_behind_an_unclaimed_item(queue: WorkQueu
 
 async def test_parked_items_enqueued_with_claim_for_wait_for_unpark(queue: WorkQueue) -> None:
     await queue.park(A.flow)
-    [item] = await queue.enqueue([new(A, 0)], claim_for="me")
+    [item] = await queue.commit([new(A, 0)], claim_for="me")
     assert await queue.claim("me", {A: 5}) == []
 
     await queue.unpark(A.flow)

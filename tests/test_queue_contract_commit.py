@@ -40,7 +40,7 @@ def ids(items: Sequence[WorkItem]) -> list[str]:
 
 
 async def fill(queue: WorkQueue, stream: StreamKey, count: int, start: int = 0) -> list[WorkItem]:
-    return await queue.enqueue([new(stream, start + i) for i in range(count)])
+    return await queue.commit([new(stream, start + i) for i in range(count)])
 
 
 # -- order and seq -------------------------------------------------------------
@@ -120,7 +120,7 @@ async def test_commit_keeps_order_and_parking(
     if setup == "older ready":
         await fill(other, A, 1, start=-1)
     elif setup == "older released":
-        [held] = await other.enqueue([new(A, -1)], claim_for="someone")
+        [held] = await other.commit([new(A, -1)], claim_for="someone")
         await other.release([held.entry_id])
     elif setup == "older pending":
         await fill(other, A, 1, start=-1)
@@ -191,7 +191,7 @@ def emission_payload(value: Any, at: float = AT) -> dict[str, Any]:
 async def test_committed_payloads_are_what_enqueue_would_store(queue: WorkQueue) -> None:
     at = time.time() + 1e-7  # any float, exact to the last bit
     await queue.commit([EmissionRun(A, "up.out", "in", VALUES, at)])
-    await queue.enqueue([NewItem(B, "emission", emission_payload(v, at)) for v in VALUES])
+    await queue.commit([NewItem(B, "emission", emission_payload(v, at)) for v in VALUES])
 
     committed = await queue.claim("c", {A: 100})
     enqueued = await queue.claim("c", {B: 100})

@@ -83,7 +83,7 @@ async def live(queue: WorkQueue) -> set[str]:
 
 async def dead(queue: WorkQueue, stream: StreamKey, n: int, *, reason: str = "boom") -> WorkItem:
     """Enqueue item ``n`` of ``stream``, claimed once, and dead-letter it."""
-    [item] = await queue.enqueue([new(stream, n)], claim_for="c")
+    [item] = await queue.commit([new(stream, n)], claim_for="c")
     await queue.dead_letter(item, reason)
     return item
 
@@ -117,7 +117,7 @@ async def test_ids_are_unique_url_safe_and_the_same_from_every_call_and_handle(
 
 
 async def test_a_dead_letter_shows_what_an_operator_needs(queue: WorkQueue) -> None:
-    [item] = await queue.enqueue([NewItem(SLASHED, "emission", PAYLOAD)], claim_for="c")
+    [item] = await queue.commit([NewItem(SLASHED, "emission", PAYLOAD)], claim_for="c")
     await queue.release([item.entry_id])
     [item] = await queue.claim("c", {SLASHED: 1})
 
@@ -194,7 +194,7 @@ async def test_the_other_backends_ids_are_not_found(queue: WorkQueue) -> None:
 async def test_a_requeued_item_runs_again_as_a_redelivery(
     queue: WorkQueue, deliveries: int
 ) -> None:
-    [item] = await queue.enqueue([NewItem(A, "emission", PAYLOAD)], claim_for="c")
+    [item] = await queue.commit([NewItem(A, "emission", PAYLOAD)], claim_for="c")
     for _ in range(deliveries - 1):
         await queue.release([item.entry_id])
         [item] = await queue.claim("c", {A: 1})
@@ -251,7 +251,7 @@ async def test_a_requeued_item_goes_behind_the_items_waiting_in_its_stream(
 
     requeued = await queue.requeue_dead_letter("f1", (await only_letter(queue, "f1")).id)
     # Not even an enqueue that could claim at once overtakes it.
-    [four] = await queue.enqueue([new(A, 4)], claim_for="c")
+    [four] = await queue.commit([new(A, 4)], claim_for="c")
 
     assert requeued is not None
     assert four.deliveries == 0
@@ -367,7 +367,7 @@ def ref_item(stream: StreamKey, name: str) -> NewItem:
 async def test_live_digests_see_the_reference_in_the_dead_letter_then_in_the_item(
     queue: WorkQueue,
 ) -> None:
-    [item] = await queue.enqueue([ref_item(A, "frame")], claim_for="c")
+    [item] = await queue.commit([ref_item(A, "frame")], claim_for="c")
     await queue.dead_letter(item, "poison")
     assert await live(queue) == {digest("frame")}
 
@@ -386,8 +386,8 @@ async def test_a_requeue_during_a_read_never_hides_the_reference(
     the read has passed the item's stream (and, with Redis, not yet reached the
     dead letters, read last), the reference is still reported."""
     queue, operator = queue_backend.open(), queue_backend.open()
-    await queue.enqueue([ref_item(A, "filler1"), ref_item(A, "filler2")])
-    [item] = await queue.enqueue([ref_item(B, "requeued")], claim_for="c")
+    await queue.commit([ref_item(A, "filler1"), ref_item(A, "filler2")])
+    [item] = await queue.commit([ref_item(B, "requeued")], claim_for="c")
     await queue.dead_letter(item, "poison")
     await queue.put_latest(
         {("f1", "cam", "image"): digest("latest1"), ("f1", "mic", "x"): digest("latest2")}

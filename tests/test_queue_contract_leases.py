@@ -154,7 +154,7 @@ async def test_a_claim_on_a_stream_leased_to_another_takes_nothing(queue: WorkQu
     assert await queue.claim("w1", {A: 10}) == []  # w1's late claim: nothing
     assert ns(await queue.claim("w1", {B: 10})) == [0, 1]  # a stream nobody leases
     # nor at enqueue: the item waits for the holder, in line
-    [item] = await queue.enqueue([new(A, 4)], claim_for="w1")
+    [item] = await queue.commit([new(A, 4)], claim_for="w1")
     assert item.deliveries == 0
     claimed = await queue.claim("w2", {A: 10})
     assert ns(claimed) == [0, 1, 2, 3, 4]

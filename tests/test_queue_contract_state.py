@@ -1,8 +1,8 @@
 """The work-queue contract of a flow's state, run against every backend in
 ``QUEUE_BACKENDS`` like ``tests/test_queue_contract_claims.py`` (same fixtures:
 ``queue``, ``queue_backend``): latest values (``put_latest``, ``latest``), and
-``enqueue`` storing items, acking finished ones and recording latest values in one
-transaction (``enqueue(items, claim_for=..., ack=..., latest=...)``), all or nothing.
+``commit`` storing items, acking finished ones and recording latest values in one
+transaction (``commit(items, claim_for=..., ack=..., latest=...)``), all or nothing.
 
 Latest values are the flow's state ("what is the camera showing now"), read by the
 server while workers write them: per ``(flow, node, port)``, the newest wins,
@@ -121,8 +121,8 @@ async def test_put_latest_keeps_the_newest_and_leaves_other_ports_alone(queue: W
     assert await queue.latest("f1") == {("cam", "image"): {"n": 3}, ("mic", "audio"): [4]}
 
 
-@pytest.mark.parametrize("second", ["put_latest", "enqueue", "commit"])
-@pytest.mark.parametrize("first", ["put_latest", "enqueue", "commit"])
+@pytest.mark.parametrize("second", ["put_latest", "commit items", "commit runs"])
+@pytest.mark.parametrize("first", ["put_latest", "commit items", "commit runs"])
 async def test_the_newest_value_wins_whichever_call_recorded_it(
     queue: WorkQueue, first: str, second: str
 ) -> None:
@@ -130,8 +130,8 @@ async def test_the_newest_value_wins_whichever_call_recorded_it(
         latest: Latest = {("f1", "cam", "image"): value}
         if how == "put_latest":
             await queue.put_latest(latest)
-        elif how == "enqueue":
-            await queue.enqueue([new(A, value["n"])], latest=latest)
+        elif how == "commit items":
+            await queue.commit([new(A, value["n"])], latest=latest)
         else:
             await queue.commit([EmissionRun(A, "cam.image", "in", [value], 0.0)], latest=latest)
 
@@ -192,14 +192,14 @@ async def test_latest_values_are_shared_by_every_handle(queue_backend: QueueBack
     await writer.put_latest({("f1", "cam", "image"): 1})
     assert await reader.latest("f1") == {("cam", "image"): 1}
 
-    await writer.enqueue([new(A, 0)], latest={("f1", "cam", "image"): 2})
+    await writer.commit([new(A, 0)], latest={("f1", "cam", "image"): 2})
     assert await reader.latest("f1") == {("cam", "image"): 2}
 
 
 async def test_latest_values_survive_close_and_reopen(queue_backend: QueueBackend) -> None:
     first = queue_backend.open()
     await first.put_latest({("f1", "cam", "image"): REF, ("f2", "mic", "audio"): "a"})
-    await first.enqueue([new(A, 0)], latest={("f1", "asr", "text"): "hello"})
+    await first.commit([new(A, 0)], latest={("f1", "asr", "text"): "hello"})
     await first.commit([], latest={("f1", "loud", "rms"): 0.5})
     await first.close()
 
@@ -214,7 +214,7 @@ async def test_latest_values_survive_close_and_reopen(queue_backend: QueueBacken
     assert ns(await second.claim("c", {A: 5})) == [0]
 
 
-# -- enqueue with acks and latest values ---------------------------------------
+# -- commit with acks and latest values ----------------------------------------
 
 
 @pytest.mark.parametrize("claim_for", ["c", None])
@@ -226,7 +226,7 @@ async def test_enqueue_stores_acks_and_records_latest_values_in_one_call(
     assert await queue.ack(ids(done[:1])) == 1
     latest: Latest = {("f1", "b", "out"): {"n": 7}, ("f2", "c", "image"): REF}
 
-    stored = await queue.enqueue(
+    stored = await queue.commit(
         [new(B, 7), new(C, 8)],
         claim_for=claim_for,
         # Acked already, repeated, unknown: only the pending ones count.
@@ -256,7 +256,7 @@ async def test_enqueue_of_no_items_with_acks_or_latest_values(queue: WorkQueue, 
     ack = ids(done) if what in ("acks", "both") else []
     latest: Latest = {("f1", "a", "out"): 1} if what in ("latest", "both") else {}
 
-    assert await queue.enqueue([], claim_for="c", ack=ack, latest=latest) == []
+    assert await queue.commit([], claim_for="c", ack=ack, latest=latest) == []
 
     assert await queue.touch("c", ids(done)) == 2 - len(ack)
     assert await queue.latest("f1") == of_flow(latest, "f1")
@@ -287,7 +287,7 @@ async def test_a_failing_enqueue_writes_neither_its_items_acks_nor_latest_values
         latest["f1", "b", "out"] = {"bad": [NOT_JSON]}
 
     with pytest.raises((TypeError, ValueError)):
-        await queue.enqueue(
+        await queue.commit(
             [] if failing.endswith("no items") else items,
             claim_for="me",
             ack=ids(held),
@@ -314,7 +314,7 @@ async def test_flows_named_alike_keep_their_items_parking_and_dead_letters_apart
     streams = [StreamKey(flow, "n") for flow in ["a", "a/b", "a:b", "a*", "á"]]
     for count, stream in enumerate(streams, start=1):
         await fill(queue, stream, count)
-    await queue.enqueue([new(StreamKey("a/b", "m"), 0)])
+    await queue.commit([new(StreamKey("a/b", "m"), 0)])
 
     assert {s: b.ready for s, b in (await queue.backlog()).items() if b.total} == {
         **{stream: count for count, stream in enumerate(streams, start=1)},

@@ -34,7 +34,7 @@ from tests.queue_sqlite_helpers import (
 
 
 async def test_file_is_in_wal_mode_with_normal_sync(queue: SqliteQueue) -> None:
-    await queue.enqueue([NewItem(A, "emission", {})])
+    await queue.commit([NewItem(A, "emission", {})])
     conn = sqlite3.connect(queue.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -57,7 +57,7 @@ async def test_background_checkpoints_keep_the_wal_small(queue: SqliteQueue) -> 
     # so it lets each background copy finish, as a fast disk would, before going on.
     # The RESTART after it and the WAL starting over are the queue's own doing.
     for i in range(3000):
-        [item] = await queue.enqueue([NewItem(A, "emission", {"i": i})], claim_for="c")
+        [item] = await queue.commit([NewItem(A, "emission", {"i": i})], claim_for="c")
         await queue.ack([item.entry_id])
         await let_checkpoint_finish(queue)
 
@@ -174,20 +174,20 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 async def test_a_full_disk_is_unavailable_and_leaves_the_queue_intact(
     queue: SqliteQueue,
 ) -> None:
-    await queue.enqueue([NewItem(A, "emission", {"n": 0})])
+    await queue.commit([NewItem(A, "emission", {"n": 0})])
     pages = queue._db.connection.execute("PRAGMA page_count").fetchone()[0]
     queue._db.connection.execute(f"PRAGMA max_page_count = {pages}")  # the "disk" is full
 
     with pytest.raises(QueueUnavailable, match="disk full"):
-        await queue.enqueue([NewItem(A, "emission", {"big": "x" * 100_000})])
+        await queue.commit([NewItem(A, "emission", {"big": "x" * 100_000})])
 
     queue._db.connection.execute("PRAGMA max_page_count = 1073741823")
-    [item] = await queue.enqueue([NewItem(A, "emission", {"n": 1})])
+    [item] = await queue.commit([NewItem(A, "emission", {"n": 1})])
     assert item.seq == 2  # the failed enqueue left no trace
 
 
 async def test_a_commit_on_a_full_disk_writes_nothing(queue: SqliteQueue) -> None:
-    [held] = await queue.enqueue([NewItem(A, "emission", {"n": 0})], claim_for="c")
+    [held] = await queue.commit([NewItem(A, "emission", {"n": 0})], claim_for="c")
     pages = queue._db.connection.execute("PRAGMA page_count").fetchone()[0]
     queue._db.connection.execute(f"PRAGMA max_page_count = {pages}")
 
@@ -211,7 +211,7 @@ async def test_committed_rows_are_the_rows_enqueue_writes(queue: SqliteQueue) ->
     values: list[Any] = [{"n": 0}, 1 / 3, "text", True, None, [1.5, {"x": 2**70}]]
     at = time.time() + 1e-7
     await queue.commit([EmissionRun(A, "up.out", "in", values, at, claim=4)], claim_for="me")
-    await queue.enqueue(
+    await queue.commit(
         [
             NewItem(
                 B, "emission", {"src": "up.out", "port": "in", "value": v, "at": at}, claim=i < 4

@@ -91,12 +91,12 @@ async def test_a_commit_waits_for_another_process_off_the_loop(queue: SqliteQueu
 
 
 async def test_a_locked_file_moves_the_work_off_the_event_loop(queue: SqliteQueue) -> None:
-    await queue.enqueue([NewItem(A, "emission", {"n": 0})])
+    await queue.commit([NewItem(A, "emission", {"n": 0})])
     hold_write_lock(queue.path, 0.25)
     ticker = Ticker()
 
     started = time.monotonic()
-    [item] = await queue.enqueue([NewItem(A, "emission", {"n": 1})], claim_for="c")
+    [item] = await queue.commit([NewItem(A, "emission", {"n": 1})], claim_for="c")
     waited = time.monotonic() - started
     ticks = ticker.stop()
 
@@ -113,13 +113,13 @@ async def test_a_lock_held_too_long_is_unavailable(tmp_path: Path) -> None:
     hold_write_lock(q.path, 0.6)
 
     with pytest.raises(QueueUnavailable, match="locked by another process"):
-        await q.enqueue([NewItem(A, "emission", {})])
+        await q.commit([NewItem(A, "emission", {})])
     await q.close()
 
 
 async def test_cancelling_a_waiting_call_keeps_the_connection_safe(queue: SqliteQueue) -> None:
     hold_write_lock(queue.path, 0.3)
-    waiting = asyncio.create_task(queue.enqueue([NewItem(A, "emission", {"n": 0})]))
+    waiting = asyncio.create_task(queue.commit([NewItem(A, "emission", {"n": 0})]))
     await asyncio.sleep(0.05)
 
     waiting.cancel()
@@ -220,7 +220,7 @@ async def _produce(path: str, p: int, count: int) -> list[dict[str, Any]]:
             del acks[:32]
         else:
             items = [NewItem(s, "emission", {"p": p, "i": i}) for s in streams]
-            stored = await q.enqueue(items, claim_for=claim_for)
+            stored = await q.commit(items, claim_for=claim_for)
         for item in stored:
             if item.deliveries:
                 mine.append(_record(item, me))
@@ -252,10 +252,10 @@ async def _consume(path: str, me: str, total: int) -> list[dict[str, Any]]:
 
 async def _hold(path: str) -> None:
     q = SqliteQueue(path)
-    await q.enqueue([NewItem(A, "emission", {"n": n}) for n in range(3)])
+    await q.commit([NewItem(A, "emission", {"n": n}) for n in range(3)])
     await q.claim("doomed", {A: 3})
-    await q.enqueue([NewItem(A, "emission", {"n": n}) for n in (3, 4)], claim_for="doomed")
-    await q.enqueue([NewItem(A, "emission", {"n": 5})])
+    await q.commit([NewItem(A, "emission", {"n": n}) for n in (3, 4)], claim_for="doomed")
+    await q.commit([NewItem(A, "emission", {"n": 5})])
     print("holding", flush=True)
     await asyncio.sleep(60)
 

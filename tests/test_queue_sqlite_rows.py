@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mediaflow.queue import EmissionRun, StreamKey
-from mediaflow.queue.sqlite_rows import IdRange, id_ranges, parse_ids, run_rows, values_json
+from mediaflow.queue.sqlite_rows import IdRange, batch_rows, id_ranges, parse_ids, values_json
 
 A = StreamKey("f", "a")
 TOP = str(1 << 63)  # one past the largest SQLite integer
@@ -76,7 +76,7 @@ def test_run_rows_drop_empty_runs_and_frame_each_payload() -> None:
     at = 1_700_000_000.1234567
     full = EmissionRun(A, "cam.image", "in\u00e9", [{"n": 1}, "x"], at, claim=2)
 
-    [(run, array, head, tail)] = run_rows([EmissionRun(A, "cam.image", "in", [], at), full])
+    [(run, array, head, tail)] = batch_rows([EmissionRun(A, "cam.image", "in", [], at), full])
 
     assert run is full
     elements = json.loads(array)
@@ -91,4 +91,4 @@ def test_run_rows_drop_empty_runs_and_frame_each_payload() -> None:
 @pytest.mark.parametrize("claim", [-1, 3])
 def test_run_rows_refuse_a_claim_outside_the_run(claim: int) -> None:
     with pytest.raises(ValueError, match=f"not {claim}"):
-        run_rows([EmissionRun(A, "cam.image", "in", [1, 2], 0.0, claim)])
+        batch_rows([EmissionRun(A, "cam.image", "in", [1, 2], 0.0, claim)])

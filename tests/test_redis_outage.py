@@ -274,7 +274,7 @@ async def test_the_queue_reconnects_and_reloads_its_scripts_after_a_restart(
     stream = StreamKey("f", "n")
     claim_sha = hashlib.sha1(run_once(redis_lua.CLAIM).encode()).hexdigest()
     try:
-        await queue.enqueue([NewItem(stream, "emission", {"n": 1})])
+        await queue.commit([NewItem(stream, "emission", {"n": 1})])
         await asyncio.to_thread(server.stop)
         with pytest.raises(QueueUnavailable, match=r"unreachable during the BACKLOG script"):
             await queue.backlog()
@@ -294,7 +294,7 @@ async def test_a_release_or_dead_letter_whose_answer_was_lost_runs_once(
     queue = RedisQueue(durable_redis_server.url, prefix="lost")
     stream = StreamKey("f", "n")
     try:
-        first, second = await queue.enqueue(
+        first, second = await queue.commit(
             [NewItem(stream, "emission", {"n": 1}), NewItem(stream, "emission", {"n": 2})],
             claim_for="c",
         )
@@ -321,11 +321,11 @@ async def test_a_call_in_doubt_fails_once_redis_stays_away(
     queue = RedisQueue(server.url, prefix="doubt")
     stream = StreamKey("f", "n")
     try:
-        await queue.enqueue([NewItem(stream, "emission", {"n": 1})])
+        await queue.commit([NewItem(stream, "emission", {"n": 1})])
         # The call runs, its answer is lost and Redis stops: no resend is answered.
         redis_calls.lose_answer_of("ENQUEUE", then=server.stop)
         with pytest.raises(QueueUnavailable, match=r"unreachable during the ENQUEUE script"):
-            await queue.enqueue([NewItem(stream, "emission", {"n": 2})])
+            await queue.commit([NewItem(stream, "emission", {"n": 2})])
         assert redis_calls.lost and redis_calls.unreachable >= 2
     finally:
         await queue.close()
@@ -341,7 +341,7 @@ async def test_an_unreachable_redis_is_named_without_its_password() -> None:
         assert f"redis://user:***@127.0.0.1:{port}/0 unreachable during HGETALL" in message
         assert "s3cret" not in message
         with pytest.raises(QueueUnavailable, match=r"unreachable during the ENQUEUE script"):
-            await queue.enqueue([NewItem(StreamKey("f", "n"), "emission", {})])
+            await queue.commit([NewItem(StreamKey("f", "n"), "emission", {})])
     finally:
         await queue.close()
 

@@ -153,10 +153,10 @@ async def fill_queue(data_dir: Path, refs: list[Ref], rng: random.Random) -> Jso
             for start in range(0, len(group), ENQUEUE_BATCH):
                 batch = group[start : start + ENQUEUE_BATCH]
                 items = [item(r, streams[(start + j) % len(streams)]) for j, r in enumerate(batch)]
-                await queue.enqueue(items, claim_for=claim_for)
+                await queue.commit(items, claim_for=claim_for)
         failing = StreamKey("flowdead", "sink")
         for start in range(0, len(dead), ENQUEUE_BATCH):
-            await queue.enqueue([item(r, failing) for r in dead[start : start + ENQUEUE_BATCH]])
+            await queue.commit([item(r, failing) for r in dead[start : start + ENQUEUE_BATCH]])
         dead_lettered = 0
         while dead_lettered < len(dead):
             claimed = await queue.claim("bench-failing", {failing: ENQUEUE_BATCH})

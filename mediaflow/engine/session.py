@@ -196,7 +196,7 @@ class FlowSession:
             for node in (self.spec.sources() if sources is None else sources)
         ]
         if items:
-            stored = await queue.enqueue(items, claim_for=runner.consumer)
+            stored = await queue.commit(items, claim_for=runner.consumer)
             runner.admit([item for item in stored if item.deliveries > 0])
 
     @property

@@ -3,7 +3,7 @@
 Work is organised in *streams*, one per consumer node of a flow
 (``StreamKey(flow, node)``), so a slow node's backlog waits on disk while a
 fast node keeps claiming its own. Within a stream, items are claimed in the
-order they were enqueued (``seq`` grows by one per item in a stream).
+order they were committed (``seq`` grows by one per item in a stream).
 
 Delivery is at-least-once: a claimed item stays pending until ``ack``; a
 consumer keeps it alive with ``touch``; ``reclaim_stale`` hands items whose
@@ -12,10 +12,10 @@ more delivery. A parked flow's items are not claimed until it is unparked
 (``unpark(flow, steps=n)`` lets exactly ``n`` more through, for
 single-stepping).
 
-Emissions arrive in group commits (:meth:`WorkQueue.commit`): runs of values
-per edge, claimed, acked and recorded as latest values in one transaction, so
-a backend can store and hand out a run with a few operations, not a few per
-item.
+Items arrive only in group commits (:meth:`WorkQueue.commit`): runs of values
+per edge (and single items, such as a run's source items), claimed, acked and
+recorded as latest values in one transaction, so a backend can store and hand
+out a run with a few operations, not a few per item.
 
 Executors of one flow (``mediaflow run`` and any ``mediaflow worker``) share
 its *ordered* streams through leases (:meth:`WorkQueue.lease`): one holder
@@ -83,63 +83,51 @@ class Delivery(Protocol):
     """Moving items through streams: group commits, claims, acks and redelivery
     (the engine's executor and journal)."""
 
-    async def enqueue(
-        self,
-        items: Sequence[NewItem],
-        *,
-        claim_for: str | None = None,
-        ack: Sequence[str] = (),
-        latest: Mapping[tuple[str, str, str], Any] | None = None,
-    ) -> list[WorkItem]:
-        """Append ``items`` atomically (all or none) and return them as stored.
-
-        With ``claim_for``, an item is claimed for that consumer in the same
-        transaction (``deliveries`` 1 in the result; 0 means it was left
-        ready) unless its ``claim`` is False, its flow is parked, older items
-        of its stream are ready (it must not overtake them), or another consumer
-        holds a live lease on its stream. ``ack``
-        acknowledges finished items in the same transaction (as :meth:`ack`
-        would, without a second commit); ``latest`` records, in the same
-        transaction, the newest value per ``(flow, node, port)`` (see
-        :meth:`put_latest`), so a resumed source knows exactly where it was.
-        Returns after the items are durable.
-        """
-        ...
-
     async def commit(
         self,
-        runs: Sequence[EmissionRun],
+        batch: Sequence[EmissionRun | NewItem],
         *,
         claim_for: str | None = None,
         ack: Sequence[str] = (),
         latest: Mapping[tuple[str, str, str], Any] | None = None,
     ) -> list[WorkItem]:
-        """One group commit of emissions, acks and latest values: ONE
-        transaction, all or nothing; returns after it is durable.
+        """The one way onto the queue: a group commit of runs of emissions, single
+        items, acks and latest values in ONE transaction, all or nothing; returns
+        after it is durable.
 
-        - Every run's values are appended to ``run.stream`` as ``kind="emission"``
-          items, ``seq`` gap-free per stream, in the order the runs are given
-          (two runs of one stream keep their order). Each stored payload
-          decodes to exactly ``{"src": run.src, "port": run.port, "value": value,
-          "at": run.at}`` (``at`` exact, not rounded).
-        - With ``claim_for``, the first ``run.claim`` values of each run are
-          claimed for that consumer at once (``deliveries`` 1), unless the
-          stream's flow is parked or older items of the stream are ready (they
-          must not be overtaken). Once an item of a stream is left ready by this
-          call, no later item of that stream in this call is claimed.
+        - Entries of ``batch`` are appended in the order given (two entries of
+          one stream keep their order), ``seq`` gap-free per stream. A run's
+          values become ``kind="emission"`` items of ``run.stream``, each stored
+          payload decoding to exactly ``{"src": run.src, "port": run.port,
+          "value": value, "at": run.at}`` (``at`` exact, not rounded); a
+          :class:`NewItem` becomes one item of its kind and payload (a run's
+          source items, for instance).
+        - With ``claim_for``, the first ``run.claim`` values of a run, and a
+          ``NewItem`` whose ``claim`` is True, are claimed for that consumer at
+          once (``deliveries`` 1), unless the stream's flow is parked, older
+          items of the stream are ready (they must not be overtaken), or another
+          consumer holds a live :meth:`lease` on the stream. Once an item of a
+          stream is left ready by this call, no later item of that stream in
+          this call is claimed.
         - ``ack`` acknowledges pending items (as :meth:`ack`) and ``latest``
-          records latest values (as :meth:`put_latest`), in the same transaction.
+          records the newest value per ``(flow, node, port)`` (as
+          :meth:`put_latest`: a resumed source knows exactly where it was), in
+          the same transaction.
 
-        Returns the claimed items only, in run order, each run's in ``seq``
-        order. Their ``payload`` is a dict equal to the stored JSON's decoding,
-        holding the caller's value objects themselves (nothing is decoded).
+        Returns, in batch order, each ``NewItem`` as stored (``deliveries`` 1
+        if claimed, 0 if left ready) and each run's claimed values only, each
+        run's in ``seq`` order: a run's caller has its values, and building
+        items it left ready would cost the hot path. A claimed value's
+        ``payload`` is a dict equal to the stored JSON's decoding, holding the
+        caller's value objects themselves (nothing is decoded).
 
-        An empty call (no runs, acks or latest values) returns ``[]`` without a
-        transaction; acks or latest values alone are committed as one.
-        Raises ``ValueError`` if a run's ``claim`` is outside ``0..len(values)``,
-        ``TypeError`` or ``ValueError`` if a value is not JSON-serialisable, in
-        both cases before writing anything; :class:`QueueUnavailable` (nothing
-        written) as every method does.
+        An empty call (no entries, acks or latest values) returns ``[]``
+        without a transaction; acks or latest values alone are committed as
+        one. Raises ``ValueError`` if a run's ``claim`` is outside
+        ``0..len(values)``, ``TypeError`` or ``ValueError`` if a value or
+        payload is not JSON-serialisable, in both cases before writing
+        anything; :class:`QueueUnavailable` (nothing written) as every method
+        does.
         """
         ...
 

@@ -38,9 +38,10 @@ class StreamKey(NamedTuple):
 
 @dataclass(slots=True, unsafe_hash=True)
 class NewItem:
-    """An item to enqueue. ``payload`` must be JSON-serialisable.
+    """A single item to commit (:meth:`WorkQueue.commit`). ``payload`` must be
+    JSON-serialisable.
 
-    ``claim`` = False keeps the item ready on disk even when ``enqueue`` is
+    ``claim`` = False keeps the item ready on disk even when ``commit`` is
     called with ``claim_for`` (its reader has older work waiting, or no room).
     Not to be changed once made (see above why it is not frozen).
     """

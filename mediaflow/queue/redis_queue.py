@@ -36,6 +36,8 @@ from mediaflow.queue.records import dead_record, dumps, per_flow
 from mediaflow.queue.redis_client import RedisScripts
 from mediaflow.queue.redis_live import read_live_digests
 from mediaflow.queue.redis_rows import (
+    AppendRow,
+    append_rows,
     dead_letter_of,
     entry_id,
     ids_args,
@@ -73,73 +75,45 @@ class RedisQueue:
     def __repr__(self) -> str:
         return f"RedisQueue({redact(self.url)!r}, prefix={self.prefix!r})"
 
-    # -- enqueue and claim ---------------------------------------------------
-
-    async def enqueue(
-        self,
-        items: Sequence[NewItem],
-        *,
-        claim_for: str | None = None,
-        ack: Sequence[str] = (),
-        latest: Mapping[tuple[str, str, str], Any] | None = None,
-    ) -> list[WorkItem]:
-        """See :meth:`WorkQueue.enqueue`. Raises ``TypeError`` or ``ValueError``,
-        before writing anything, if a payload is not JSON-serialisable."""
-        payloads = [dumps(dict(item.payload)) for item in items]
-        rows: list[tuple[StreamKey, str, str, bool]] = [
-            (item.stream, item.kind, payload, item.claim)
-            for item, payload in zip(items, payloads, strict=True)
-        ]
-        if not rows and not ack and not latest:
-            return []
-        now = time.time()
-        stored = await self._append(rows, claim_for, ack, latest, now)
-        return [
-            WorkItem(
-                entry_id(item.stream, seq), item.stream, item.kind, item.payload, seq, dlv, now
-            )
-            for item, (seq, dlv) in zip(items, stored, strict=True)
-        ]
+    # -- commit and claim ---------------------------------------------------
 
     async def commit(
         self,
-        runs: Sequence[EmissionRun],
+        batch: Sequence[EmissionRun | NewItem],
         *,
         claim_for: str | None = None,
         ack: Sequence[str] = (),
         latest: Mapping[tuple[str, str, str], Any] | None = None,
     ) -> list[WorkItem]:
-        """See :meth:`WorkQueue.commit`."""
-        rows: list[tuple[StreamKey, str, str, bool]] = []
-        for run in runs:
-            if not 0 <= run.claim <= len(run.values):
-                raise ValueError(
-                    f"claim {run.claim} is outside the run of {len(run.values)} value(s)"
-                )
-            head = dumps({"src": run.src, "port": run.port})[:-1] + ',"value":'
-            tail = ',"at":' + dumps(run.at) + "}"
-            for index, value in enumerate(run.values):
-                payload = head + dumps(value) + tail
-                rows.append((run.stream, "emission", payload, index < run.claim))
+        """See :meth:`WorkQueue.commit`: one script (``ENQUEUE``) appends every
+        entry, acks and records latest values."""
+        rows = append_rows(batch)
         if not rows and not ack and not latest:
             return []
         now = time.time()
         stored = iter(await self._append(rows, claim_for, ack, latest, now))
-        claimed: list[WorkItem] = []
-        for run in runs:
-            for value in run.values:
+        out: list[WorkItem] = []
+        for entry in batch:
+            if isinstance(entry, NewItem):
+                seq, delivered = next(stored)
+                stream, kind = entry.stream, entry.kind
+                out.append(
+                    WorkItem(
+                        entry_id(stream, seq), stream, kind, entry.payload, seq, delivered, now
+                    )
+                )
+                continue
+            for value in entry.values:
                 seq, delivered = next(stored)
                 if delivered:
-                    body = {"src": run.src, "port": run.port, "value": value, "at": run.at}
-                    item = WorkItem(
-                        entry_id(run.stream, seq), run.stream, "emission", body, seq, 1, now
-                    )
-                    claimed.append(item)
-        return claimed
+                    body = {"src": entry.src, "port": entry.port, "value": value, "at": entry.at}
+                    stored_id = entry_id(entry.stream, seq)
+                    out.append(WorkItem(stored_id, entry.stream, "emission", body, seq, 1, now))
+        return out
 
     async def _append(
         self,
-        rows: Sequence[tuple[StreamKey, str, str, bool]],
+        rows: Sequence[AppendRow],
         claim_for: str | None,
         ack: Sequence[str],
         latest: Mapping[tuple[str, str, str], Any] | None,

@@ -1,6 +1,7 @@
 """Between Python values and the Redis backend's script arguments and replies.
 
-Pure: names and ids (dead letters' too), the flat replies of :mod:`.redis_lua`'s
+Pure: names and ids (dead letters' too), a commit's entries as the rows its
+script appends, the flat replies of :mod:`.redis_lua`'s
 scripts turned into :class:`~mediaflow.queue.contract.WorkItem` s, latest values
 and dead letters.
 """
@@ -10,10 +11,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, TypeAlias, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from mediaflow.queue.contract import DeadLetter, StreamKey, WorkItem
+from mediaflow.queue.contract import DeadLetter, EmissionRun, NewItem, StreamKey, WorkItem
 from mediaflow.queue.records import dumps, item_of_record
 
 
@@ -37,6 +38,31 @@ def split_entry_id(entry: str) -> tuple[str, str] | None:
 def stream_key(name: str) -> StreamKey:
     flow, _, node = name.rpartition("/")  # a flow's name may hold a "/", a node id not
     return StreamKey(flow, node)
+
+
+AppendRow: TypeAlias = tuple[StreamKey, str, str, bool]
+"""One item the ``ENQUEUE`` script appends: stream, kind, payload JSON, claim it?"""
+
+
+def append_rows(batch: Sequence[EmissionRun | NewItem]) -> list[AppendRow]:
+    """The items of a commit's ``batch``, in order. Raises ``ValueError`` for a
+    run whose ``claim`` is outside ``0..len(values)``, ``TypeError`` or
+    ``ValueError`` for a value or payload that is not JSON-serialisable."""
+    rows: list[AppendRow] = []
+    for entry in batch:
+        if isinstance(entry, NewItem):
+            rows.append((entry.stream, entry.kind, dumps(dict(entry.payload)), entry.claim))
+            continue
+        if not 0 <= entry.claim <= len(entry.values):
+            raise ValueError(
+                f"claim {entry.claim} is outside the run of {len(entry.values)} value(s)"
+            )
+        # Each payload is the run's fixed text around its value's JSON.
+        head = dumps({"src": entry.src, "port": entry.port})[:-1] + ',"value":'
+        tail = ',"at":' + dumps(entry.at) + "}"
+        for index, value in enumerate(entry.values):
+            rows.append((entry.stream, "emission", head + dumps(value) + tail, index < entry.claim))
+    return rows
 
 
 def ids_args(entry_ids: Sequence[str]) -> list[str]:

@@ -38,11 +38,11 @@ from mediaflow.queue.contract import (
     StreamKey,
     WorkItem,
 )
-from mediaflow.queue.records import dead_record, dumps, per_flow
+from mediaflow.queue.records import dead_record, per_flow
 from mediaflow.queue.sqlite_db import SqliteDb, SyncMode
 from mediaflow.queue.sqlite_lifecycle import TRIM_CHUNK as TRIM_CHUNK
 from mediaflow.queue.sqlite_live import live_digests
-from mediaflow.queue.sqlite_rows import dead_row_id, id_ranges, latest_rows, parse_ids, run_rows
+from mediaflow.queue.sqlite_rows import batch_rows, dead_row_id, id_ranges, latest_rows, parse_ids
 from mediaflow.queue.sqlite_tx import Transactions
 
 DB_FILENAME: Final = "queue.sqlite3"
@@ -59,12 +59,12 @@ class SqliteQueue:
 
     Blocking: a method that finds the file free runs its transaction on the
     loop thread (~10-20 µs) and returns without suspending, so a task that does
-    nothing but enqueue never lets other tasks run unless it yields itself.
+    nothing but commit never lets other tasks run unless it yields itself.
     Only while another process holds the file does a method wait, off the loop.
 
     Cancellation: a method that had to wait for another process's lock runs to
     the end in the worker thread even if its caller is cancelled, so a
-    cancelled ``enqueue`` may still have enqueued.
+    cancelled ``commit`` may still have committed.
     """
 
     def __init__(
@@ -90,36 +90,11 @@ class SqliteQueue:
     def __repr__(self) -> str:
         return f"SqliteQueue({str(self.path)!r})"
 
-    # -- enqueue and claim ---------------------------------------------------
-
-    async def enqueue(
-        self,
-        items: Sequence[NewItem],
-        *,
-        claim_for: str | None = None,
-        ack: Sequence[str] = (),
-        latest: Mapping[tuple[str, str, str], Any] | None = None,
-    ) -> list[WorkItem]:
-        """See :meth:`WorkQueue.enqueue`. Raises ``TypeError`` or ``ValueError``,
-        before writing anything, if a payload is not JSON-serialisable."""
-        if not items and not (ack and latest):
-            if ack:
-                await self.ack(ack)
-            if latest:
-                await self.put_latest(latest)
-            return []
-        rows = latest_rows(latest)
-        payloads = [
-            dumps(item.payload if isinstance(item.payload, dict) else dict(item.payload))
-            for item in items
-        ]
-        return await self._db.run(
-            self._tx.enqueue, items, payloads, claim_for, time.time(), id_ranges(ack), rows
-        )
+    # -- commit and claim ---------------------------------------------------
 
     async def commit(
         self,
-        runs: Sequence[EmissionRun],
+        batch: Sequence[EmissionRun | NewItem],
         *,
         claim_for: str | None = None,
         ack: Sequence[str] = (),
@@ -130,14 +105,15 @@ class SqliteQueue:
         Per run, one ``json`` encode of its values and one INSERT from which
         SQLite builds the rows (floats, booleans and strings at the top level
         of a value cost one more encode each: see
-        :func:`~mediaflow.queue.sqlite_rows.values_json`); acks are deleted by
-        ranges of consecutive ids. Values are stored as ``json`` writes them,
-        NaN and infinities as ``NaN`` and ``Infinity`` (as :meth:`enqueue` does).
-        Like every method it runs on the loop thread while the file is free:
-        ~4.5 µs per value with runs of 64 and the previous batch acked (measured,
-        against ~11 µs through :meth:`enqueue`), so ~0.3 ms for such a commit.
+        :func:`~mediaflow.queue.sqlite_rows.values_json`); per single item, one
+        encode and one INSERT. Acks are deleted by ranges of consecutive ids.
+        Values are stored as ``json`` writes them, NaN and infinities as ``NaN``
+        and ``Infinity``. Like every method it runs on the loop thread while the
+        file is free: ~4.5 µs per value with runs of 64 and the previous batch
+        acked (measured, against ~11 µs per single item), so ~0.3 ms for such a
+        commit.
         """
-        todo = run_rows(runs)
+        todo = batch_rows(batch)
         acks = id_ranges(ack) if ack else []
         rows = latest_rows(latest)
         if not (todo or acks or rows):

@@ -11,7 +11,8 @@ file is locked), so that a bad argument raises before anything is written:
 - an :class:`~mediaflow.queue.contract.EmissionRun` becomes ONE JSON array of
   its values, plus the text its items' payloads start and end with: SQLite
   then builds one row per element itself (``json_each``), so the values are
-  encoded by one ``json`` call per run, not one per item.
+  encoded by one ``json`` call per run, not one per item;
+- a :class:`~mediaflow.queue.contract.NewItem` becomes its payload's JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
-from mediaflow.queue.contract import EmissionRun
+from mediaflow.queue.contract import EmissionRun, NewItem
 from mediaflow.queue.records import dumps
 
 _dumps_strict: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -36,6 +37,9 @@ RunRow: TypeAlias = tuple[EmissionRun, str, str, str]
 """A run as :meth:`Transactions.commit <mediaflow.queue.sqlite_tx.Transactions.commit>`
 takes it: the run, its values as one JSON array (see :func:`values_json`), and
 the text before and after each value's JSON in its items' payloads."""
+
+ItemRow: TypeAlias = tuple[NewItem, str]
+"""A single item as :meth:`Transactions.commit` takes it: the item and its payload's JSON."""
 
 
 def _sorted_ids(entry_ids: Sequence[str]) -> list[int]:
@@ -121,15 +125,20 @@ def latest_rows(
     return [(flow, node, port, dumps(value)) for (flow, node, port), value in latest.items()]
 
 
-def run_rows(runs: Sequence[EmissionRun]) -> list[RunRow]:
-    """The runs that hold values, each with its texts (see :data:`RunRow`).
+def batch_rows(batch: Sequence[EmissionRun | NewItem]) -> list[RunRow | ItemRow]:
+    """A commit's batch, in order, as rows: each run that holds values with its
+    texts (see :data:`RunRow`), each item with its payload's JSON.
 
     Raises ``ValueError`` for a run whose ``claim`` is outside
-    ``0..len(values)``, and ``TypeError`` or ``ValueError`` for a value that is
-    not JSON-serialisable.
+    ``0..len(values)``, and ``TypeError`` or ``ValueError`` for a value or
+    payload that is not JSON-serialisable.
     """
-    rows: list[RunRow] = []
-    for run in runs:
+    rows: list[RunRow | ItemRow] = []
+    for run in batch:
+        if isinstance(run, NewItem):
+            payload = run.payload
+            rows.append((run, dumps(payload if isinstance(payload, dict) else dict(payload))))
+            continue
         values = run.values
         if not 0 <= run.claim <= len(values):
             raise ValueError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mediaflow.queue import sqlite_schema as sql
@@ -34,10 +35,39 @@ from mediaflow.queue.contract import (
 )
 from mediaflow.queue.records import item_of_record
 from mediaflow.queue.sqlite_db import SqliteDb
-from mediaflow.queue.sqlite_rows import IdRange, RunRow
+from mediaflow.queue.sqlite_rows import IdRange, ItemRow, RunRow
 
 Row = tuple[int, ItemKind, str, int, float]
 """An item as CLAIM and RECLAIM return it: (id, kind, payload, deliveries, enqueued_at)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    """The values of a run that :meth:`Transactions.commit` claimed: the first
+    ``take`` of ``run``, ids from ``first``, seqs from ``seq``."""
+
+    run: EmissionRun
+    key: StreamKey
+    first: int
+    seq: int
+    take: int
+
+    def items(self, now: float) -> list[WorkItem]:
+        """The claimed items, built from the caller's own values (nothing decoded)."""
+        run, key, first, seq = self.run, self.key, self.first, self.seq
+        src, port, at, values = run.src, run.port, run.at, run.values
+        return [
+            WorkItem(
+                str(first + i),
+                key,
+                "emission",
+                {"src": src, "port": port, "value": values[i], "at": at},
+                seq + i,
+                1,
+                now,
+            )
+            for i in range(self.take)
+        ]
 
 
 def _decode(payloads: list[str]) -> list[Any]:
@@ -148,103 +178,88 @@ class Transactions:
     def _ack_and_latest(
         self, ack: Sequence[IdRange], latest: Sequence[tuple[str, str, str, str]]
     ) -> None:
-        """What an enqueue or a commit acks and records besides its items (inside
-        its transaction)."""
+        """What a commit acks and records besides its items (inside its transaction)."""
         if ack:
             self._ack(ack)
         if latest:
             self.db.cursor.executemany(sql.PUT_LATEST, latest)
 
-    # -- enqueue and claim ---------------------------------------------------
-
-    def enqueue(
-        self,
-        items: Sequence[NewItem],
-        payloads: Sequence[str],
-        claim_for: str | None,
-        now: float,
-        ack: Sequence[IdRange] = (),
-        latest: Sequence[tuple[str, str, str, str]] = (),
-    ) -> list[WorkItem]:
-        # stream -> [canonical key, first id of the stream, next seq, claim at once?]
-        plan: dict[StreamKey, list[Any]] = {}
-        fresh: list[tuple[StreamKey, int]] = []  # streams first seen here: cached after commit
-        stored: list[WorkItem] = []
-        with self.db.write as cur:
-            for item, payload in zip(items, payloads, strict=True):
-                entry = plan.get(item.stream) or self._plan_stream(
-                    item.stream, claim_for, now, plan, fresh
-                )
-                key, lo, seq, claimable = entry
-                if seq > sql.MAX_SEQ:  # 22 years at 25,000 items/s; refuse, never wrap
-                    raise QueueError(f"stream {item.stream} has run out of sequence numbers")
-                entry[2] = seq + 1
-                holder: str | None = None
-                if claimable and item.claim:
-                    state, holder, deliveries = sql.PENDING, claim_for, 1
-                else:
-                    state, deliveries = sql.READY, 0
-                    entry[3] = False  # later items of the stream must not overtake this one
-                touched = now if holder else None
-                row = (lo + seq, item.kind, payload, state, None, holder, touched, deliveries, now)
-                cur.execute(sql.INSERT_ITEM, row)
-                stored.append(
-                    WorkItem(str(lo + seq), key, item.kind, item.payload, seq, deliveries, now)
-                )
-            self._ack_and_latest(ack, latest)
-        for key, sid in fresh:
-            self._remember(key, sid)
-        return stored
+    # -- commit and claim ---------------------------------------------------
 
     def commit(
         self,
-        runs: Sequence[RunRow],
+        rows: Sequence[RunRow | ItemRow],
         claim_for: str | None,
         now: float,
         ack: Sequence[IdRange] = (),
         latest: Sequence[tuple[str, str, str, str]] = (),
     ) -> list[WorkItem]:
         """Append every run (one INSERT each: SQLite builds the rows from the
-        run's JSON array), claim what may be claimed, ack and record latest
-        values. Returns the claimed items."""
-        plan: dict[StreamKey, list[Any]] = {}  # as in enqueue
-        fresh: list[tuple[StreamKey, int]] = []
-        taken: list[tuple[EmissionRun, StreamKey, int, int, int]] = []  # run, key, id, seq, n
-        with self.db.write as cur:
-            for run, array, head, tail in runs:
-                entry = plan.get(run.stream) or self._plan_stream(
-                    run.stream, claim_for, now, plan, fresh
-                )
-                key, lo, seq, claimable = entry
-                count = len(run.values)
-                if seq + count - 1 > sql.MAX_SEQ:
-                    raise QueueError(f"stream {run.stream} has run out of sequence numbers")
-                entry[2] = seq + count
-                take = run.claim if claimable else 0
-                if take < count:
-                    entry[3] = False  # later items of the stream must not overtake these
-                cur.execute(sql.INSERT_RUN, (lo + seq, array, head, tail, take, claim_for, now))
-                if take:
-                    taken.append((run, key, lo + seq, seq, take))
+        run's JSON array) and item, claim what may be claimed, ack and record
+        latest values. Returns each item as stored and each run's claimed values,
+        in order."""
+        plan: dict[StreamKey, list[Any]] = {}  # stream -> see _plan_stream
+        fresh: list[tuple[StreamKey, int]] = []  # streams first seen here: cached after commit
+        done: list[WorkItem | _Taken] = []
+        with self.db.write:
+            for row in rows:
+                stream = row[0].stream
+                entry = plan.get(stream) or self._plan_stream(stream, claim_for, now, plan, fresh)
+                if len(row) == 2:
+                    item, payload = row
+                    done.append(self._insert_item(entry, item, payload, claim_for, now))
+                else:
+                    taken = self._insert_run(entry, row, claim_for, now)
+                    if taken is not None:
+                        done.append(taken)
             self._ack_and_latest(ack, latest)
         for key, sid in fresh:
             self._remember(key, sid)
-        claimed: list[WorkItem] = []
-        for run, key, first, seq, take in taken:
-            src, port, at, values = run.src, run.port, run.at, run.values
-            claimed += [
-                WorkItem(
-                    str(first + i),
-                    key,
-                    "emission",
-                    {"src": src, "port": port, "value": values[i], "at": at},
-                    seq + i,
-                    1,
-                    now,
-                )
-                for i in range(take)
-            ]
-        return claimed
+        out: list[WorkItem] = []
+        for result in done:
+            if isinstance(result, WorkItem):
+                out.append(result)
+            else:
+                out += result.items(now)
+        return out
+
+    def _next_seqs(self, entry: list[Any], stream: StreamKey, count: int) -> tuple[int, int]:
+        """Take ``count`` seqs of ``entry``'s stream: the first one and its id."""
+        lo, seq = entry[1], entry[2]
+        if seq + count - 1 > sql.MAX_SEQ:  # 22 years at 25,000 items/s; refuse, never wrap
+            raise QueueError(f"stream {stream} has run out of sequence numbers")
+        entry[2] = seq + count
+        return seq, lo + seq
+
+    def _insert_item(
+        self, entry: list[Any], item: NewItem, payload: str, claim_for: str | None, now: float
+    ) -> WorkItem:
+        """Inside :meth:`commit`'s transaction: append one item, claimed if it may be."""
+        seq, entry_id = self._next_seqs(entry, item.stream, 1)
+        holder: str | None = None
+        if entry[3] and item.claim:
+            state, holder, deliveries = sql.PENDING, claim_for, 1
+        else:
+            state, deliveries = sql.READY, 0
+            entry[3] = False  # later items of the stream must not overtake this one
+        touched = now if holder else None
+        row = (entry_id, item.kind, payload, state, None, holder, touched, deliveries, now)
+        self.db.cursor.execute(sql.INSERT_ITEM, row)
+        return WorkItem(str(entry_id), entry[0], item.kind, item.payload, seq, deliveries, now)
+
+    def _insert_run(
+        self, entry: list[Any], row: RunRow, claim_for: str | None, now: float
+    ) -> _Taken | None:
+        """Inside :meth:`commit`'s transaction: append a run with one INSERT; what
+        it claimed, to build once the transaction is over (None: nothing)."""
+        run, array, head, tail = row
+        count = len(run.values)
+        seq, first = self._next_seqs(entry, run.stream, count)
+        take = run.claim if entry[3] else 0
+        if take < count:
+            entry[3] = False  # later items of the stream must not overtake these
+        self.db.cursor.execute(sql.INSERT_RUN, (first, array, head, tail, take, claim_for, now))
+        return _Taken(run, entry[0], first, seq, take) if take else None
 
     def _plan_stream(
         self,
