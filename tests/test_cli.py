@@ -178,7 +178,8 @@ def test_an_item_that_keeps_killing_the_process_is_dead_lettered(tmp_path: Path)
     assert {seq for seq, _, _ in rows} == set(range(8)) - set() and rows[-1][0] == 7
 
 
-@pytest.mark.parametrize(
+# The commands that open the queue, each with what it needs to start.
+EVERY_QUEUE_COMMAND = pytest.mark.parametrize(
     "command",
     [
         ["run", "samples/levels.toml", "--until-idle"],
@@ -188,6 +189,9 @@ def test_an_item_that_keeps_killing_the_process_is_dead_lettered(tmp_path: Path)
     ],
     ids=["run", "serve", "demo", "gc"],
 )
+
+
+@EVERY_QUEUE_COMMAND
 @pytest.mark.parametrize("setting", ["amqp://broker/q", "postgres://db/q"])
 def test_an_unsupported_queue_setting_exits_2_naming_it(
     command: list[str], setting: str, tmp_path: Path
@@ -201,16 +205,7 @@ def test_an_unsupported_queue_setting_exits_2_naming_it(
     assert not (tmp_path / "queue.sqlite3").exists()
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["run", "samples/levels.toml", "--until-idle"],
-        ["serve", "--port", "0"],
-        ["demo", "--for", "1", "--port", "0"],
-        ["gc"],
-    ],
-    ids=["run", "serve", "demo", "gc"],
-)
+@EVERY_QUEUE_COMMAND
 def test_a_bad_sqlite_sync_setting_exits_2_before_anything_starts(
     command: list[str], tmp_path: Path
 ) -> None:
