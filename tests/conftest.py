@@ -27,7 +27,7 @@ pytest_plugins = ["tests.ci_skips", "pytester", "tests.redis_server", "tests.rts
 # ``queue_backend.open()`` opens one more handle on the same backend (a second
 # consumer, or a reopen after close); the fixture closes whatever it opened.
 
-# "redis" joins once mediaflow/queue/redis_queue.py exists (issue 12): its opener is
+# "redis" joins once mediaflow/queue/redis/queue.py exists (issue 12): its opener is
 # ready below (_redis_queue_opener), so enabling it is adding the name here.
 QUEUE_BACKENDS = ["sqlite", "redis"]
 
@@ -105,7 +105,7 @@ def _redis_queue_opener() -> Callable[[], WorkQueue]:
 
     # Imported by name: the backend is being written (issue 12) and mypy must not
     # need it meanwhile. RedisQueue(url, *, prefix) needs no event loop until used.
-    queue_class = importlib.import_module("mediaflow.queue.redis_queue").RedisQueue
+    queue_class = importlib.import_module("mediaflow.queue.redis.queue").RedisQueue
     server = session_redis_server()
     server.flush()
     prefix = f"mftest-{uuid.uuid4().hex[:12]}"

@@ -24,10 +24,11 @@ import redis.asyncio
 from mediaflow import Context, FlowBuilder, FlowSession, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import Event, EventBus
-from mediaflow.queue import redis_lua, redis_lua_admin
 from mediaflow.queue.contract import EmissionRun, QueueUnavailable, WorkQueue
-from mediaflow.queue.redis_once import run_once
-from mediaflow.queue.redis_queue import RedisQueue
+from mediaflow.queue.redis import lua as redis_lua
+from mediaflow.queue.redis import lua_admin as redis_lua_admin
+from mediaflow.queue.redis.once import run_once
+from mediaflow.queue.redis.queue import RedisQueue
 from tests.redis_server import RedisServer
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
@@ -251,7 +252,7 @@ class RedisCalls:
         self._then: Callable[[], object] = lambda: None
 
     def lose_answer_of(self, script: str, then: Callable[[], object] = lambda: None) -> None:
-        """The next call of ``script`` (a run-once script of :mod:`.redis_lua`) that
+        """The next call of ``script`` (a run-once script of :mod:`.lua`) that
         does something runs, and then its connection drops before the answer is
         read, as when Redis shuts down between running a call and answering;
         ``then()`` is called at that moment."""

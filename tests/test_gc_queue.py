@@ -322,7 +322,7 @@ async def test_sqlite_checkpoints_do_not_wait_for_an_open_snapshot(
     writers off meanwhile): while one is open only PASSIVE checkpoints run, and the
     WAL starts over once it ends."""
     from mediaflow.queue import SqliteQueue
-    from mediaflow.queue.sqlite_db import CHECKPOINT_EVERY, SqliteDb
+    from mediaflow.queue.sqlite.db import CHECKPOINT_EVERY, SqliteDb
 
     assert isinstance(queue, SqliteQueue)
     modes: list[tuple[str, bool]] = []

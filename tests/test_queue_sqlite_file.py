@@ -119,7 +119,7 @@ def test_open_queue_refuses(tmp_path: Path, setting: str, message: str) -> None:
 async def test_open_queue_opens_redis_with_its_prefix(
     tmp_path: Path, setting: str, url: str, prefix: str
 ) -> None:
-    from mediaflow.queue.redis_queue import RedisQueue
+    from mediaflow.queue.redis.queue import RedisQueue
 
     q = open_queue(setting, tmp_path)
 

@@ -1,4 +1,4 @@
-"""The SQLite queue's statement parameters (``mediaflow.queue.sqlite_rows``): pure
+"""The SQLite queue's statement parameters (``mediaflow.queue.sqlite.rows``): pure
 functions, tested as tables. What SQLite then makes of them is tested through
 the queue (``tests/test_queue_contract_commit.py``, ``tests/test_queue_sqlite_file.py``).
 """
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mediaflow.queue import EmissionRun, StreamKey
-from mediaflow.queue.sqlite_rows import IdRange, batch_rows, id_ranges, parse_ids, values_json
+from mediaflow.queue.sqlite.rows import IdRange, batch_rows, id_ranges, parse_ids, values_json
 
 A = StreamKey("f", "a")
 TOP = str(1 << 63)  # one past the largest SQLite integer

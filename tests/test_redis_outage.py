@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from mediaflow.engine.journal import OUTBOX_LIMIT
-from mediaflow.queue import redis_lua, redis_once
 from mediaflow.queue.contract import NewItem, QueueUnavailable, StreamKey
-from mediaflow.queue.redis_once import run_once
-from mediaflow.queue.redis_queue import RedisQueue
+from mediaflow.queue.redis import lua as redis_lua
+from mediaflow.queue.redis import once as redis_once
+from mediaflow.queue.redis.once import run_once
+from mediaflow.queue.redis.queue import RedisQueue
 from tests.outage_helpers import (
     DEADLINE_S,
     OutageRun,

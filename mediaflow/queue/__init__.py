@@ -2,7 +2,7 @@
 
 :mod:`~mediaflow.queue.contract` states what every backend does;
 :class:`SqliteQueue` is the embedded default (one file in the data
-directory), :class:`~mediaflow.queue.redis_queue.RedisQueue` the distributed one
+directory), :class:`~mediaflow.queue.redis.queue.RedisQueue` the distributed one
 (Redis Streams; the ``redis`` extra), and :func:`open_queue` picks the backend a
 setting names (``--queue`` / ``MEDIAFLOW_QUEUE``).
 """
@@ -37,7 +37,7 @@ from mediaflow.queue.contract import (
     WorkQueue,
 )
 from mediaflow.queue.sqlite import DB_FILENAME, SqliteQueue
-from mediaflow.queue.sqlite_db import SyncMode
+from mediaflow.queue.sqlite.db import SyncMode
 
 __all__ = [
     "DeadLetter",
@@ -153,7 +153,7 @@ def open_queue(
     """
     target = queue_target(url_or_none, data_dir)
     if target.backend == "redis":
-        from mediaflow.queue.redis_queue import RedisQueue
+        from mediaflow.queue.redis.queue import RedisQueue
 
         return RedisQueue(target.url, prefix=target.prefix)
     assert target.path is not None

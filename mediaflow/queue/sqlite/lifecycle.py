@@ -4,9 +4,9 @@ Answers :meth:`WorkQueue.trim_dead_letters
 <mediaflow.queue.contract.WorkQueue.trim_dead_letters>` and
 :meth:`~mediaflow.queue.contract.WorkQueue.forget_flow` for
 :class:`~mediaflow.queue.sqlite.SqliteQueue` (the digests the queue still
-references are read by :mod:`mediaflow.queue.sqlite_live`). Each function
+references are read by :mod:`mediaflow.queue.sqlite.live`). Each function
 below that takes a :class:`SqliteDb` and no ``await`` is one transaction, run
-through :meth:`SqliteDb.run` like those of :mod:`mediaflow.queue.sqlite_tx`.
+through :meth:`SqliteDb.run` like those of :mod:`mediaflow.queue.sqlite.tx`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import QueueError
-from mediaflow.queue.sqlite_db import SqliteDb
+from mediaflow.queue.sqlite import schema as sql
+from mediaflow.queue.sqlite.db import SqliteDb
 
 # Dead letters deleted per transaction by trim_dead_letters: each runs inline
 # on the loop thread, so a large trim is many short transactions, not one long one.

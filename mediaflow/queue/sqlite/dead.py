@@ -6,18 +6,18 @@ Answers :meth:`WorkQueue.dead_letter_of
 :meth:`~mediaflow.queue.contract.WorkQueue.requeue_dead_letter` and
 :meth:`~mediaflow.queue.contract.WorkQueue.delete_dead_letter` for
 :class:`~mediaflow.queue.sqlite.SqliteQueue` (dead-lettering itself and the
-newest-first listing are in :mod:`mediaflow.queue.sqlite_tx`). A dead letter's
-id is its row id in decimal (see :func:`~mediaflow.queue.sqlite_rows.dead_row_id`);
+newest-first listing are in :mod:`mediaflow.queue.sqlite.tx`). A dead letter's
+id is its row id in decimal (see :func:`~mediaflow.queue.sqlite.rows.dead_row_id`);
 each function is one transaction, run through :meth:`SqliteDb.run
-<mediaflow.queue.sqlite_db.SqliteDb.run>` like those of :mod:`.sqlite_tx`.
+<mediaflow.queue.sqlite.db.SqliteDb.run>` like those of :mod:`.tx`.
 """
 
 from __future__ import annotations
 
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import DeadLetter, WorkItem
 from mediaflow.queue.records import dumps, item_of_record
-from mediaflow.queue.sqlite_tx import Transactions, dead_letter_of_row
+from mediaflow.queue.sqlite import schema as sql
+from mediaflow.queue.sqlite.tx import Transactions, dead_letter_of_row
 
 
 def dead_letter_of(tx: Transactions, flow: str, row_id: int) -> DeadLetter | None:

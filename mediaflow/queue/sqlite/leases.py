@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import LeaseTable, StreamKey
-from mediaflow.queue.sqlite_tx import Transactions
+from mediaflow.queue.sqlite import schema as sql
+from mediaflow.queue.sqlite.tx import Transactions
 
 
 def lease(
@@ -45,7 +45,7 @@ def lease(
         for stream in release:
             cur.execute(sql.DROP_LEASE, (flow, stream.node, consumer))
         for stream in sorted(taken):
-            span = tx.stream_span(stream)
+            span = tx.streams.span(stream)
             if span is not None:
                 cur.execute(sql.HAND_BACK, span)
                 if not cur.rowcount:

@@ -7,7 +7,7 @@ runs one of the backend's scripts with the key prefix and the time, and
 :class:`~mediaflow.queue.contract.QueueUnavailable` naming the server (never its
 password) and the operation. A call does not wait for Redis to come back, but one
 whose answer was lost is sent again until Redis answers, so it runs once
-(:mod:`.redis_once`).
+(:mod:`.once`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from mediaflow.queue import redis_lua, redis_lua_admin, redis_lua_lease
 from mediaflow.queue.contract import QueueError, QueueUnavailable
-from mediaflow.queue.redis_once import RUN_ONCE, OnceCaller, resend_if_dropped, run_once
-from mediaflow.queue.redis_rows import redact
+from mediaflow.queue.redis import lua, lua_admin, lua_lease
+from mediaflow.queue.redis.once import RUN_ONCE, OnceCaller, resend_if_dropped, run_once
+from mediaflow.queue.redis.rows import redact
 
 CONNECT_TIMEOUT_S: Final = 5.0
 """How long connecting may take (``?socket_connect_timeout=`` in the URL overrides)."""
@@ -36,7 +36,7 @@ SCRIPTS: Final = (
 
 
 def _source(name: str) -> str:
-    for module in (redis_lua, redis_lua_admin, redis_lua_lease):
+    for module in (lua, lua_admin, lua_lease):
         text = getattr(module, name, None)
         if isinstance(text, str):
             return text
@@ -65,9 +65,9 @@ class RedisScripts:
         # No retries inside redis-py: a failed call raises QueueUnavailable at once
         # and the engine retries with its own backoff (and reports the outage)
         # instead of each call retrying for seconds unseen; and a retry there would
-        # hide whether a call was sent, which .redis_once must know. A pooled
+        # hide whether a call was sent, which .once must know. A pooled
         # connection the server dropped (a restart) is replaced by sending again
-        # (.redis_once.resend_if_dropped). URL query options override these.
+        # (.once.resend_if_dropped). URL query options override these.
         self._client = redis.asyncio.Redis.from_url(
             url,
             decode_responses=False,
@@ -76,7 +76,7 @@ class RedisScripts:
             socket_timeout=REPLY_TIMEOUT_S,
         )
         self._scripts = {name: self._client.register_script(_source(name)) for name in SCRIPTS}
-        # Scripts that must not run twice when an answer is lost (see .redis_once).
+        # Scripts that must not run twice when an answer is lost (see .once).
         self._once = {
             name: self._client.register_script(run_once(_source(name))) for name in RUN_ONCE
         }
@@ -84,7 +84,7 @@ class RedisScripts:
         self._closed = False
 
     async def run(self, script: str, *args: Any, now: float | None = None) -> Any:
-        """Run one of :mod:`.redis_lua`'s scripts with the prefix and the time."""
+        """Run one of :mod:`.lua`'s scripts with the prefix and the time."""
         if self._closed:
             raise QueueError(f"redis queue {redact(self.url)} is closed")
         at = time.time() if now is None else now

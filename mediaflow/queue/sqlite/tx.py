@@ -1,12 +1,11 @@
 """Each queue operation as one synchronous SQLite transaction.
 
 :class:`SqliteQueue` decides when and where these run (see
-:mod:`mediaflow.queue.sqlite_db`); a method here only says what one
+:mod:`mediaflow.queue.sqlite.db`); a method here only says what one
 operation does to the file. Every method is a whole transaction, safe to run
 again from scratch after SQLITE_BUSY, and touches Python state only for the
-stream-id cache, whose entries never go stale (stream rows are never deleted
-or renumbered). The storage-lifecycle transactions are in
-:mod:`mediaflow.queue.sqlite_lifecycle`.
+stream-id cache (:mod:`.streams`), whose entries never go stale. The
+storage-lifecycle transactions are in :mod:`mediaflow.queue.sqlite.lifecycle`.
 
 Python work per item is kept out of the write lock where it can be: payloads
 of claimed rows are decoded after the commit, all in one ``json.loads``, and
@@ -16,16 +15,13 @@ own values.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import (
     DeadLetter,
     EmissionRun,
-    ItemKind,
     NewItem,
     QueueError,
     QueueStats,
@@ -34,11 +30,10 @@ from mediaflow.queue.contract import (
     WorkItem,
 )
 from mediaflow.queue.records import item_of_record
-from mediaflow.queue.sqlite_db import SqliteDb
-from mediaflow.queue.sqlite_rows import IdRange, ItemRow, RunRow
-
-Row = tuple[int, ItemKind, str, int, float]
-"""An item as CLAIM and RECLAIM return it: (id, kind, payload, deliveries, enqueued_at)."""
+from mediaflow.queue.sqlite import schema as sql
+from mediaflow.queue.sqlite.db import SqliteDb
+from mediaflow.queue.sqlite.rows import IdRange, ItemRow, RunRow
+from mediaflow.queue.sqlite.streams import Row, Streams, decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,86 +65,31 @@ class _Taken:
         ]
 
 
-def _decode(payloads: list[str]) -> list[Any]:
-    # One parse of one array: ~2x faster than a json.loads per payload.
-    return list(json.loads("[" + ",".join(payloads) + "]"))
-
-
 class Transactions:
     """The operations of one queue handle, each one transaction on its :class:`SqliteDb`."""
 
     def __init__(self, db: SqliteDb) -> None:
         self.db = db
-        self._stream_ids: dict[StreamKey, int] = {}
-        self._stream_keys: dict[int, StreamKey] = {}
+        self.streams = Streams(db)
 
     # -- streams -------------------------------------------------------------
-
-    def _stream_id(self, stream: StreamKey) -> int | None:
-        """The id of an existing stream, None if nothing was ever enqueued to it."""
-        sid = self._stream_ids.get(stream)
-        if sid is None:
-            row = self.db.cursor.execute(sql.STREAM_ID, (stream.flow, stream.node)).fetchone()
-            if row is None:
-                return None  # not cached: it may appear any time
-            sid = row[0]
-            self._remember(StreamKey(stream.flow, stream.node), sid)
-        return sid
-
-    def stream_span(self, stream: StreamKey) -> tuple[int, int] | None:
-        """The id range of ``stream``'s items, None if nothing was ever enqueued to it."""
-        sid = self._stream_id(stream)
-        return None if sid is None else sql.span(sid)
 
     def append_ready(self, item: WorkItem, payload: str, now: float) -> tuple[StreamKey, int, int]:
         """Inside a write transaction: append ``item`` (``payload`` its JSON) to
         the end of its stream (created if need be), ready and keeping its
         ``deliveries``, enqueued at ``now``; return its stream's key, its id
         and its seq."""
-        sid = self._stream_id(item.stream)
+        sid = self.streams.id_of(item.stream)
         if sid is None:  # not cached: the transaction may roll back
-            sid = self._new_stream_id(item.stream)
+            sid = self.streams.new_id(item.stream)
         lo, hi = sql.span(sid)
         seq: int = self.db.cursor.execute(sql.STREAM_STATE, (lo, hi, sid)).fetchone()[0]
         if seq > sql.MAX_SEQ:
             raise QueueError(f"stream {item.stream} has run out of sequence numbers")
         row = (lo + seq, item.kind, payload, sql.READY, None, None, None, item.deliveries, now)
         self.db.cursor.execute(sql.INSERT_ITEM, row)
-        key = self._stream_keys.get(sid) or StreamKey(item.stream.flow, item.stream.node)
+        key = self.streams.cached_key(sid) or StreamKey(item.stream.flow, item.stream.node)
         return key, lo + seq, seq
-
-    def _new_stream_id(self, stream: StreamKey) -> int:
-        """The id of ``stream``, created if need be. Not cached here: the row may
-        be rolled back with the transaction, and its id given to another stream."""
-        cur = self.db.cursor
-        cur.execute(sql.ADD_STREAM, (stream.flow, stream.node))
-        sid: int = cur.execute(sql.STREAM_ID, (stream.flow, stream.node)).fetchone()[0]
-        if sid > sql.MAX_STREAM_ID:
-            raise QueueError(f"the queue holds too many streams to add {stream}")
-        return sid
-
-    def _stream_key(self, sid: int) -> StreamKey:
-        key = self._stream_keys.get(sid)
-        if key is None:
-            flow, node = self.db.cursor.execute(sql.STREAM_KEY, (sid,)).fetchone()
-            key = StreamKey(flow, node)
-            self._remember(key, sid)
-        return key
-
-    def _remember(self, key: StreamKey, sid: int) -> None:
-        # Stream rows are never deleted or renumbered, so this never goes stale.
-        self._stream_ids[key] = sid
-        self._stream_keys[sid] = key
-
-    def _items(self, rows: Sequence[Row]) -> list[WorkItem]:
-        """WorkItems from rows of any streams (known to the cache or not)."""
-        payloads = _decode([row[2] for row in rows])
-        items = []
-        for (entry, kind, _, deliveries, enqueued_at), payload in zip(rows, payloads, strict=True):
-            key = self._stream_key(entry >> sql.SEQ_BITS)
-            seq = entry & sql.MAX_SEQ
-            items.append(WorkItem(str(entry), key, kind, payload, seq, deliveries, enqueued_at))
-        return items
 
     def _keep_floors(self, ranges: Sequence[IdRange]) -> None:
         """Before deleting ``ranges``: keep each stream's seqs from being handed out again."""
@@ -214,7 +154,7 @@ class Transactions:
                         done.append(taken)
             self._ack_and_latest(ack, latest)
         for key, sid in fresh:
-            self._remember(key, sid)
+            self.streams.remember(key, sid)
         out: list[WorkItem] = []
         for result in done:
             if isinstance(result, WorkItem):
@@ -271,14 +211,14 @@ class Transactions:
     ) -> list[Any]:
         """Where ``stream``'s next items go: [key, first id, next seq, claim at once?]."""
         claiming = claim_for is not None and not self._leased_elsewhere(stream, claim_for, now)
-        sid = self._stream_ids.get(stream)
+        sid = self.streams.cached_id(stream)
         if sid is None:
-            sid = self._new_stream_id(stream)
+            sid = self.streams.new_id(stream)
             fresh.append((StreamKey(stream.flow, stream.node), sid))
         lo = sid << sql.SEQ_BITS
         state = self.db.cursor.execute(sql.STREAM_STATE, (lo, lo | sql.MAX_SEQ, sid)).fetchone()
         next_seq, ready, parked = state
-        key = self._stream_keys.get(sid) or StreamKey(stream.flow, stream.node)
+        key = self.streams.cached_key(sid) or StreamKey(stream.flow, stream.node)
         entry = plan[stream] = [key, lo, next_seq, claiming and not ready and not parked]
         return entry
 
@@ -304,7 +244,7 @@ class Transactions:
                     n = min(n, parked[stream.flow] or 0)  # steps left, None: none
                     if n <= 0:
                         continue
-                sid = self._stream_id(stream)
+                sid = self.streams.id_of(stream)
                 if sid is None or self._leased_elsewhere(stream, consumer, now):
                     continue
                 lo, hi = sql.span(sid)
@@ -312,7 +252,7 @@ class Transactions:
                 if not rows:
                     continue
                 rows.sort()  # RETURNING order is unspecified; hand out oldest first
-                found.append((self._stream_keys[sid], lo, rows))
+                found.append((self.streams.key_of(sid), lo, rows))
                 redelivered += sum(row[3] > 1 for row in rows)
                 if stream.flow in parked:
                     left = (parked[stream.flow] or 0) - len(rows)
@@ -322,7 +262,7 @@ class Transactions:
                 cur.execute(sql.ADD_REDELIVERED, (redelivered,))
         if not found:
             return []
-        payloads = iter(_decode([row[2] for _, _, rows in found for row in rows]))
+        payloads = iter(decode([row[2] for _, _, rows in found for row in rows]))
         claimed = [
             WorkItem(str(entry), key, kind, next(payloads), entry - lo, deliveries, enqueued_at)
             for key, lo, rows in found
@@ -357,7 +297,7 @@ class Transactions:
         with self.db.write as cur:
             rows = cur.execute(sql.RECLAIM_TO_READY, (cutoff,)).fetchall()
         rows.sort()
-        return self._items(rows)
+        return self.streams.items(rows)
 
     def dead_letter(
         self, ranges: Sequence[IdRange], flow: str, record: str, reason: str, now: float
@@ -387,7 +327,7 @@ class Transactions:
                 at = cur.execute(sql.ENQUEUED_AT, (first_id,)).fetchone()[0]
                 oldest[sid] = min(at, oldest.get(sid, at))
             return {
-                self._stream_key(sid): StreamBacklog(ready, pending, 0, oldest[sid])
+                self.streams.key_of(sid): StreamBacklog(ready, pending, 0, oldest[sid])
                 for sid, (ready, pending) in counts.items()
             }
 

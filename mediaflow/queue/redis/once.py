@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 RUN_ONCE: Final = ("ENQUEUE", "CLAIM", "RELEASE", "DEAD_LETTER")
-"""Scripts of :mod:`.redis_lua` and :mod:`.redis_lua_admin` wrapped: those a
+"""Scripts of :mod:`.lua` and :mod:`.lua_admin` wrapped: those a
 repeat would harm (a release repeated could take back an item another consumer
 claimed meanwhile). A repeated ack, touch or latest value changes nothing; a
 repeated reclaim finds less to do."""
@@ -103,7 +103,7 @@ async def resend_if_dropped(
 
 
 class OnceCaller:
-    """Sends :func:`run_once` scripts; one per :class:`~.redis_queue.RedisQueue`.
+    """Sends :func:`run_once` scripts; one per :class:`~.queue.RedisQueue`.
 
     ``unreachable`` are the errors after which a call may be in doubt (redis-py's
     connection errors and timeouts).

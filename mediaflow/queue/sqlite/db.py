@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, ParamSpec, TypeVar
 
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import QueueError, QueueUnavailable
+from mediaflow.queue.sqlite import schema as sql
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -1,9 +1,9 @@
 """The Lua scripts of the Redis backend: each queue operation, atomic on the server.
 
 This module has the layout, the shared prelude and the hot path (enqueue and
-commit, claim, ack, latest values, touch); :mod:`.redis_lua_admin` the rest.
+commit, claim, ack, latest values, touch); :mod:`.lua_admin` the rest.
 
-Layout under a key prefix ``P`` (see :mod:`mediaflow.queue.redis_queue`):
+Layout under a key prefix ``P`` (see :mod:`mediaflow.queue.redis.queue`):
 
 * ``P:s:<flow>/<node>``: one Redis stream per work stream, consumer group
   ``mf``. An item's stream id is ``<seq>-0``, ``seq`` from ``P:seq`` (a hash

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from mediaflow.queue.redis_client import RedisScripts
+    from mediaflow.queue.redis.client import RedisScripts
 
 DIGEST_RE: Final = re.compile(rb"sha256:[0-9a-f]{64}")
 READER_TTL_S: Final = 600.0

@@ -1,7 +1,7 @@
 """Between Python values and the Redis backend's script arguments and replies.
 
 Pure: names and ids (dead letters' too), a commit's entries as the rows its
-script appends, the flat replies of :mod:`.redis_lua`'s
+script appends, the flat replies of :mod:`.lua`'s
 scripts turned into :class:`~mediaflow.queue.contract.WorkItem` s, latest values
 and dead letters.
 """

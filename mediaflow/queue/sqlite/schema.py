@@ -154,7 +154,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 # array ?2, ids from ?1 up; the first ?5 claimed for ?6 (state 1 = PENDING,
 # else 0 = READY), all enqueued at ?7. An element is the value's JSON (an
 # object, array, integer or null, handed back as such) or a string holding it,
-# pasted as is (see sqlite_rows.values_json), between ?3 and ?4.
+# pasted as is (see rows.values_json), between ?3 and ?4.
 INSERT_RUN: Final = """
 INSERT INTO items (id, kind, payload, state, available_at, consumer, touched_at, deliveries,
                    enqueued_at)
@@ -179,7 +179,7 @@ WHERE id IN (SELECT id FROM items WHERE state = 0 AND id BETWEEN ?3 AND ?4 ORDER
 RETURNING id, kind, payload, deliveries, enqueued_at
 """
 
-# Ids come as ranges of consecutive ids (see sqlite_rows.id_ranges): one
+# Ids come as ranges of consecutive ids (see rows.id_ranges): one
 # primary-key range per run of a batch, not one statement per item.
 ACK: Final = "DELETE FROM items WHERE id BETWEEN ? AND ? AND state = 1"
 DELETE_ITEMS: Final = "DELETE FROM items WHERE id BETWEEN ? AND ?"
@@ -193,7 +193,7 @@ RELEASE_CONSUMER: Final = (
     "UPDATE items SET state = 0, consumer = NULL WHERE state = 1 AND consumer = ?"
 )
 
-# Leases (see mediaflow.queue.sqlite_leases).
+# Leases (see mediaflow.queue.sqlite.leases).
 JOIN_MEMBER: Final = (
     "INSERT INTO members (flow, consumer, expires_at) VALUES (?, ?, ?) "
     "ON CONFLICT (flow, consumer) DO UPDATE SET expires_at = excluded.expires_at"

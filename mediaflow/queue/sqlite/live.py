@@ -26,9 +26,9 @@ from typing import Any, Final
 
 from mediaflow.eventloop import run_blocking
 from mediaflow.media import DIGEST_RE
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import QueueError
-from mediaflow.queue.sqlite_db import SqliteDb
+from mediaflow.queue.sqlite import schema as sql
+from mediaflow.queue.sqlite.db import SqliteDb
 
 # Where each table's pages start (keysets compare greater-than these).
 _ITEMS: Final = 0

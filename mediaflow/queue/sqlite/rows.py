@@ -34,7 +34,7 @@ IdRange: TypeAlias = tuple[int, int]
 """The first and last of consecutive entry ids."""
 
 RunRow: TypeAlias = tuple[EmissionRun, str, str, str]
-"""A run as :meth:`Transactions.commit <mediaflow.queue.sqlite_tx.Transactions.commit>`
+"""A run as :meth:`Transactions.commit <mediaflow.queue.sqlite.tx.Transactions.commit>`
 takes it: the run, its values as one JSON array (see :func:`values_json`), and
 the text before and after each value's JSON in its items' payloads."""
 
@@ -107,7 +107,7 @@ def _one_range(entry_ids: Sequence[str]) -> IdRange | None:
 
 def dead_row_id(dead_id: str) -> int | None:
     """The row id a dead letter's id names (the id is the row id in decimal, as
-    :func:`~mediaflow.queue.sqlite_tx.dead_letter_of_row` writes it), None for
+    :func:`~mediaflow.queue.sqlite.tx.dead_letter_of_row` writes it), None for
     any other text."""
     if not (0 < len(dead_id) <= 19 and dead_id.isascii() and dead_id.isdigit()):
         return None

@@ -2,7 +2,7 @@
 its ordered streams (see :meth:`WorkQueue.lease
 <mediaflow.queue.contract.WorkQueue.lease>`).
 
-Layout under the key prefix ``P`` (the rest is in :mod:`.redis_lua`):
+Layout under the key prefix ``P`` (the rest is in :mod:`.lua`):
 
 * ``P:lease:<flow>``: a hash, node -> ``<expires_ms>|<holder>``;
 * ``P:members:<flow>``: a sorted set of the flow's executors by expiry (ms);
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from mediaflow.queue.redis_lua import PRELUDE
+from mediaflow.queue.redis.lua import PRELUDE
 
 LEASE_PRELUDE: Final = r"""
--- now_ms and parse_lease are the PRELUDE's (:mod:`.redis_lua`).
+-- now_ms and parse_lease are the PRELUDE's (:mod:`.lua`).
 local function drop_leases_of(flow, consumer)
   local lkey = P .. ':lease:' .. flow
   local flat = redis.call('HGETALL', lkey)

@@ -2,14 +2,14 @@
 reclaiming, dead letters (and an operator's requeue and delete of one), the
 backlog and the storage lifecycle.
 
-See :mod:`mediaflow.queue.redis_lua` for the layout and the shared prelude.
+See :mod:`mediaflow.queue.redis.lua` for the layout and the shared prelude.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from mediaflow.queue.redis_lua import PRELUDE
+from mediaflow.queue.redis.lua import PRELUDE
 
 # ARGV: P, now, started (1/0), n, (name, id)*. Pending items go back to ~ready;
 # an unstarted one gives its delivery back. Returns how many were pending.

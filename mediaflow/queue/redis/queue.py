@@ -6,7 +6,7 @@ client). Several processes on several machines share one Redis: claims are
 ``XREADGROUP`` (never-delivered items) and ``XCLAIM`` (items handed back),
 acks ``XACK`` + ``XDEL`` (a stream holds only unfinished work), touches
 ``XCLAIM ... JUSTID``, reclaims ``XPENDING IDLE`` + ``XCLAIM``, dead letters
-go to a stream per flow. Each operation is one Lua script (:mod:`.redis_lua`), so it is atomic
+go to a stream per flow. Each operation is one Lua script (:mod:`.lua`), so it is atomic
 like the SQLite backend's transactions; the layout is described there.
 
 Durability is Redis's: with ``appendonly yes`` (and ``appendfsync everysec``
@@ -33,9 +33,9 @@ from mediaflow.queue.contract import (
     WorkItem,
 )
 from mediaflow.queue.records import dead_record, dumps, per_flow
-from mediaflow.queue.redis_client import RedisScripts
-from mediaflow.queue.redis_live import read_live_digests
-from mediaflow.queue.redis_rows import (
+from mediaflow.queue.redis.client import RedisScripts
+from mediaflow.queue.redis.live import read_live_digests
+from mediaflow.queue.redis.rows import (
     AppendRow,
     append_rows,
     dead_letter_of,
@@ -57,7 +57,7 @@ class RedisQueue:
     """:class:`~mediaflow.queue.contract.WorkQueue` on one Redis (not a cluster).
 
     Opening connects lazily: the constructor checks the URL and needs no event
-    loop; the first call connects (:mod:`.redis_client`). Every method raises
+    loop; the first call connects (:mod:`.client`). Every method raises
     :class:`~mediaflow.queue.contract.QueueUnavailable` when Redis cannot be
     reached or refuses, and ``QueueError`` after :meth:`close`; the next call,
     once Redis is back, reconnects. ``prefix`` namespaces the keys, so several
@@ -196,7 +196,7 @@ class RedisQueue:
         release: Sequence[StreamKey] = (),
         leave: bool = False,
     ) -> LeaseTable:
-        """See :meth:`WorkQueue.lease`: one script (:mod:`.redis_lua_lease`),
+        """See :meth:`WorkQueue.lease`: one script (:mod:`.lua_lease`),
         expiry by the Redis server's clock."""
         args: list[Any] = [flow, consumer, int(ttl_ms), "1" if leave else "0"]
         for streams in (hold, acquire, release):
@@ -342,7 +342,7 @@ class RedisQueue:
     # -- storage lifecycle ---------------------------------------------------
 
     def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
-        """See :meth:`WorkQueue.live_digests` and :mod:`.redis_live`."""
+        """See :meth:`WorkQueue.live_digests` and :mod:`.live`."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
         return read_live_digests(self._redis, batch)

@@ -10,11 +10,11 @@ Several handles, in one process or several, may share the file: each write is
 one ``BEGIN IMMEDIATE`` transaction, so two consumers never claim the same
 item. Operations run inline on the event loop while the file is free and move
 to a worker thread while another process holds it (see
-:mod:`mediaflow.queue.sqlite_db`); the SQL of each operation is in
-:mod:`mediaflow.queue.sqlite_tx`, its parameters are built by
-:mod:`mediaflow.queue.sqlite_rows`, an operator's handling of dead letters is
-in :mod:`mediaflow.queue.sqlite_dead`, and the storage lifecycle is in
-:mod:`mediaflow.queue.sqlite_lifecycle` and :mod:`mediaflow.queue.sqlite_live`.
+:mod:`mediaflow.queue.sqlite.db`); the SQL of each operation is in
+:mod:`mediaflow.queue.sqlite.tx`, its parameters are built by
+:mod:`mediaflow.queue.sqlite.rows`, an operator's handling of dead letters is
+in :mod:`mediaflow.queue.sqlite.dead`, and the storage lifecycle is in
+:mod:`mediaflow.queue.sqlite.lifecycle` and :mod:`mediaflow.queue.sqlite.live`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mediaflow.queue import sqlite_dead, sqlite_leases
-from mediaflow.queue import sqlite_lifecycle as lifecycle
-from mediaflow.queue import sqlite_schema as sql
 from mediaflow.queue.contract import (
     DeadLetter,
     EmissionRun,
@@ -39,11 +36,13 @@ from mediaflow.queue.contract import (
     WorkItem,
 )
 from mediaflow.queue.records import dead_record, per_flow
-from mediaflow.queue.sqlite_db import SqliteDb, SyncMode
-from mediaflow.queue.sqlite_lifecycle import TRIM_CHUNK as TRIM_CHUNK
-from mediaflow.queue.sqlite_live import live_digests
-from mediaflow.queue.sqlite_rows import batch_rows, dead_row_id, id_ranges, latest_rows, parse_ids
-from mediaflow.queue.sqlite_tx import Transactions
+from mediaflow.queue.sqlite import dead, leases, lifecycle
+from mediaflow.queue.sqlite import schema as sql
+from mediaflow.queue.sqlite.db import SqliteDb, SyncMode
+from mediaflow.queue.sqlite.lifecycle import TRIM_CHUNK as TRIM_CHUNK
+from mediaflow.queue.sqlite.live import live_digests
+from mediaflow.queue.sqlite.rows import batch_rows, dead_row_id, id_ranges, latest_rows, parse_ids
+from mediaflow.queue.sqlite.tx import Transactions
 
 DB_FILENAME: Final = "queue.sqlite3"
 
@@ -105,7 +104,7 @@ class SqliteQueue:
         Per run, one ``json`` encode of its values and one INSERT from which
         SQLite builds the rows (floats, booleans and strings at the top level
         of a value cost one more encode each: see
-        :func:`~mediaflow.queue.sqlite_rows.values_json`); per single item, one
+        :func:`~mediaflow.queue.sqlite.rows.values_json`); per single item, one
         encode and one INSERT. Acks are deleted by ranges of consecutive ids.
         Values are stored as ``json`` writes them, NaN and infinities as ``NaN``
         and ``Infinity``. Like every method it runs on the loop thread while the
@@ -184,9 +183,9 @@ class SqliteQueue:
         release: Sequence[StreamKey] = (),
         leave: bool = False,
     ) -> LeaseTable:
-        """See :meth:`WorkQueue.lease`; one transaction (:mod:`.sqlite_leases`)."""
+        """See :meth:`WorkQueue.lease`; one transaction (:mod:`.leases`)."""
         return await self._db.run(
-            sqlite_leases.lease,
+            leases.lease,
             self._tx,
             flow,
             consumer,
@@ -219,11 +218,11 @@ class SqliteQueue:
 
     async def dead_letter_of(self, flow: str, dead_id: str) -> DeadLetter | None:
         """See :meth:`WorkQueue.dead_letter_of`. A dead letter's id is its row id
-        in decimal (:mod:`.sqlite_dead`)."""
+        in decimal (:mod:`.dead`)."""
         row_id = dead_row_id(dead_id)
         if row_id is None:
             return None
-        return await self._db.run(sqlite_dead.dead_letter_of, self._tx, flow, row_id)
+        return await self._db.run(dead.dead_letter_of, self._tx, flow, row_id)
 
     async def requeue_dead_letter(self, flow: str, dead_id: str) -> WorkItem | None:
         """See :meth:`WorkQueue.requeue_dead_letter`; one transaction. The item
@@ -231,14 +230,14 @@ class SqliteQueue:
         row_id = dead_row_id(dead_id)
         if row_id is None:
             return None
-        return await self._db.run(sqlite_dead.requeue, self._tx, flow, row_id, time.time())
+        return await self._db.run(dead.requeue, self._tx, flow, row_id, time.time())
 
     async def delete_dead_letter(self, flow: str, dead_id: str) -> bool:
         """See :meth:`WorkQueue.delete_dead_letter`."""
         row_id = dead_row_id(dead_id)
         if row_id is None:
             return False
-        return await self._db.run(sqlite_dead.delete, self._tx, flow, row_id)
+        return await self._db.run(dead.delete, self._tx, flow, row_id)
 
     # -- looking at the queue, parking ---------------------------------------
 
@@ -280,7 +279,7 @@ class SqliteQueue:
 
     def live_digests(self, *, batch: int = 1000) -> AsyncIterator[list[str]]:
         """See :meth:`WorkQueue.live_digests` and
-        :func:`mediaflow.queue.sqlite_live.live_digests` (an async generator)."""
+        :func:`mediaflow.queue.sqlite.live.live_digests` (an async generator)."""
         return live_digests(self._db, batch=batch, busy_timeout_s=self._busy_timeout_s)
 
     async def trim_dead_letters(self, *, before: float, keep_per_flow: int) -> int:
