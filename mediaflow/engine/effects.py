@@ -15,7 +15,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from mediaflow.engine.events import EventBus
-from mediaflow.queue.contract import QueueError, WorkItem, WorkQueue
+from mediaflow.queue.contract import Delivery, QueueError, WorkItem
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -43,7 +43,7 @@ class QueueHealth:
 class Effects:
     """The background queue calls of one runner."""
 
-    def __init__(self, queue: WorkQueue, health: QueueHealth) -> None:
+    def __init__(self, queue: Delivery, health: QueueHealth) -> None:
         self._queue = queue
         self._health = health
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -29,10 +29,11 @@ from typing import Any, Final, TypeAlias
 from mediaflow.engine.commands import Dispatch, JournalCommand, answer
 from mediaflow.engine.events import LatestThrottle
 from mediaflow.engine.pins import Held, Pin, Pins
+from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.ticks import CommitDueTick, CommitFailedTick, CommittedTick
 from mediaflow.flows import FlowSpec
 from mediaflow.media import MediaRef, check_port_value, encode_value
-from mediaflow.queue.contract import EmissionRun, QueueError, StreamKey, WorkQueue
+from mediaflow.queue.contract import EmissionRun, QueueError, StreamKey
 
 OUTBOX_LIMIT: Final = 1024
 """Emissions a group commit holds at most; an emitter that fills it waits."""
@@ -98,7 +99,7 @@ class Journal:
         self,
         spec: FlowSpec,
         *,
-        queue: WorkQueue,
+        queue: EngineQueue,
         consumer: str,
         dispatch: Dispatch,
         pins: Pins,

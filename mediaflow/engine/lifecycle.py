@@ -26,6 +26,7 @@ from mediaflow.engine.lease_round import LeaseRound
 from mediaflow.engine.loops import BackgroundLoops
 from mediaflow.engine.nodeset import NodeSet
 from mediaflow.engine.pins import Pins
+from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reload import ReloadPlan
 from mediaflow.engine.state import EngineState
 from mediaflow.engine.state_store import StateStore
@@ -34,7 +35,7 @@ from mediaflow.engine.ticks import ControlTick, HaltTick, ReshapeTick, StopTick
 from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
 from mediaflow.live.hub import LiveHub
-from mediaflow.queue.contract import StreamKey, WorkQueue
+from mediaflow.queue.contract import StreamKey
 from mediaflow.store import ArtifactStore
 
 SOURCE_GRACE_S = 2.0
@@ -64,7 +65,7 @@ def wire(
     dispatch: Dispatch,
     state: Callable[[], EngineState],
     is_stopping: Callable[[str], bool],
-    queue: WorkQueue,
+    queue: EngineQueue,
     store: ArtifactStore,
     consumer: str,
     settings: EngineSettings,

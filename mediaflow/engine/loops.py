@@ -24,6 +24,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.engine.heartbeat import Heartbeat
 from mediaflow.engine.journal import Journal
 from mediaflow.engine.lease_round import LeaseRound
+from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.state import EngineState, held_ids
 from mediaflow.engine.stats import LatencyWindow
 from mediaflow.engine.ticks import (
@@ -33,7 +34,7 @@ from mediaflow.engine.ticks import (
     ClaimedTick,
     ClaimFailedTick,
 )
-from mediaflow.queue.contract import QueueError, StreamKey, WorkQueue
+from mediaflow.queue.contract import QueueError, StreamKey
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -57,7 +58,7 @@ class BackgroundLoops:
         *,
         dispatch: Dispatch,
         state: Callable[[], EngineState],
-        queue: WorkQueue,
+        queue: EngineQueue,
         journal: Journal,
         leases: LeaseRound,
         heartbeat: Heartbeat,

@@ -16,7 +16,7 @@ import time
 import uuid
 
 from mediaflow.engine.state_store import StateStore
-from mediaflow.queue.contract import WorkQueue
+from mediaflow.queue.contract import Delivery
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -46,7 +46,7 @@ def owner_alive(owner: str, heartbeat_at: float, lease_s: float) -> bool:
 
 
 async def take_run(
-    flow: str, consumer: str, *, state_store: StateStore, queue: WorkQueue, lease_s: float
+    flow: str, consumer: str, *, state_store: StateStore, queue: Delivery, lease_s: float
 ) -> tuple[str, bool]:
     """Start ``flow``'s run for ``consumer``, or adopt the last one left unended by
     an owner that is gone (its claimed items handed back); ``(run_id, resumed)``.

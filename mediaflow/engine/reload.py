@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.flows import FlowSpec
 from mediaflow.flows.spec import NodeSpec
-from mediaflow.queue.contract import StreamKey, WorkQueue
+from mediaflow.queue.contract import StreamKey
 
 
 class ReloadRefused(ValueError):
@@ -93,7 +94,7 @@ def _same(old: NodeSpec, new: NodeSpec) -> bool:
 
 
 async def retire_streams(
-    queue: WorkQueue, flow: str, nodes: tuple[str, ...], *, paused: bool, sweeper: str
+    queue: EngineQueue, flow: str, nodes: tuple[str, ...], *, paused: bool, sweeper: str
 ) -> int:
     """Dead-letter what waits for ``nodes``, which a reload removed, with that
     reason (a removed source's own item is simply finished); return how many

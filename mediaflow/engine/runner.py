@@ -57,6 +57,7 @@ from mediaflow.engine.commands import (
 )
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.lifecycle import RunLife, executed, ordered_streams, rates, wire
+from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reduce import reduce
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state import EngineState, Limits, initial_state, is_settled, stream_counts
@@ -66,7 +67,7 @@ from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
 from mediaflow.live.hub import LiveHub
 from mediaflow.node import Node
-from mediaflow.queue.contract import StreamKey, WorkItem, WorkQueue
+from mediaflow.queue.contract import StreamKey, WorkItem
 from mediaflow.store import ArtifactStore
 
 
@@ -77,7 +78,7 @@ class FlowRunner:
         self,
         spec: FlowSpec,
         *,
-        queue: WorkQueue,
+        queue: EngineQueue,
         store: ArtifactStore,
         consumer: str,
         settings: EngineSettings | None = None,

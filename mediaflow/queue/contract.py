@@ -21,7 +21,7 @@ Executors of one flow (``mediaflow run`` and any ``mediaflow worker``) share
 its *ordered* streams through leases (:meth:`WorkQueue.lease`): one holder
 per stream at a time, so a stream's items run in order on one process.
 
-An item delivered too often is dead-lettered (:meth:`WorkQueue.dead_letter`);
+An item delivered too often is dead-lettered (:meth:`Delivery.dead_letter`);
 an operator reads dead letters (:meth:`WorkQueue.dead_letters`,
 :meth:`WorkQueue.dead_letter_of`), puts one back to run again
 (:meth:`WorkQueue.requeue_dead_letter`) or discards it
@@ -80,8 +80,8 @@ __all__ = [
 
 @runtime_checkable
 class Delivery(Protocol):
-    """Moving items through streams: group commits, claims, acks and redelivery
-    (the engine's executor and journal)."""
+    """Moving items through streams: group commits, claims, acks, redelivery and
+    dead-lettering (the engine's executor, journal and loops)."""
 
     async def commit(
         self,
@@ -176,6 +176,11 @@ class Delivery(Protocol):
         consumer had started. Its leases and memberships go too."""
         ...
 
+    async def dead_letter(self, item: WorkItem, reason: str) -> None:
+        """Take ``item`` out of its stream into the dead-letter list (an item
+        delivered too often); an operator handles it through :class:`DeadLetters`."""
+        ...
+
 
 @runtime_checkable
 class Leases(Protocol):
@@ -241,11 +246,8 @@ class LatestValues(Protocol):
 
 @runtime_checkable
 class DeadLetters(Protocol):
-    """Items taken out of circulation, and what an operator does with them."""
-
-    async def dead_letter(self, item: WorkItem, reason: str) -> None:
-        """Move ``item`` out of its stream into the dead-letter list."""
-        ...
+    """What an operator does with items taken out of circulation
+    (:meth:`Delivery.dead_letter`): read, requeue or discard them."""
 
     async def dead_letters(self, flow: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """The newest dead letters, optionally of one flow, newest first."""

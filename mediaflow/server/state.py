@@ -16,7 +16,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from aiohttp import web
 
@@ -24,7 +24,7 @@ from mediaflow.config import SqliteSync
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.state_store import StateStore
 from mediaflow.live.hub import LiveHub
-from mediaflow.queue import WorkQueue, open_queue
+from mediaflow.queue import DeadLetters, Inspection, LatestValues, open_queue
 from mediaflow.server.filecache import ArtifactCache
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.transfer import TransferStats
@@ -36,6 +36,17 @@ if TYPE_CHECKING:
 
 SessionWatcher = Callable[["FlowSession"], None]
 """Told of each session the state shows (the app's metrics feed on its runner)."""
+
+
+class ServerQueue(Inspection, LatestValues, DeadLetters, Protocol):
+    """The roles of the work queue the server's routes use: the backlog and
+    stats (the API, ``/metrics``), latest values, an operator's dead letters;
+    and ``close``, for a queue the state owns (``owns_backends``). It never
+    claims, commits or parks: a session does that."""
+
+    async def close(self) -> None:
+        """Release connections (see :meth:`mediaflow.queue.WorkQueue.close`)."""
+        ...
 
 
 class Answered(NamedTuple):
@@ -67,7 +78,7 @@ class AppState:
         *,
         settings: ServerSettings | None = None,
         store: ArtifactStore | None = None,
-        queue: WorkQueue | None = None,
+        queue: ServerQueue | None = None,
         bus: EventBus | None = None,
         live: LiveHub | None = None,
         owns_backends: bool = False,
