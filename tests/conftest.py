@@ -23,7 +23,8 @@ pytest_plugins = ["tests.ci_skips", "pytester", "tests.redis_server", "tests.rts
 # -- work queue backends -------------------------------------------------------
 #
 # ``queue`` is an opened backend in a fresh place; every test in
-# tests/test_queue_contract_*.py runs once per name in QUEUE_BACKENDS.
+# tests/test_queue_contract_*.py (one role of the queue each) runs once per
+# name in QUEUE_BACKENDS.
 # ``queue_backend.open()`` opens one more handle on the same backend (a second
 # consumer, or a reopen after close); the fixture closes whatever it opened.
 

@@ -1,6 +1,5 @@
-"""What the work-queue contract tests (``tests/test_queue_contract_claims.py``,
-``tests/test_queue_contract_backlog.py``, ``tests/test_queue_contract_state.py``)
-share: three streams, items numbered ``n``, and the idle times of the reclaim
+"""What the work-queue contract tests (``tests/test_queue_contract_*.py``, one
+role each) share: three streams, items numbered ``n``, and the idle times of the reclaim
 tests. The backends come from the ``queue`` and ``queue_backend`` fixtures in
 ``tests/conftest.py``.
 """

@@ -1,5 +1,7 @@
-"""The work-queue contract of dead letters as an operator handles them, run against
-every backend in ``QUEUE_BACKENDS`` (fixtures ``queue``, ``queue_backend``): read
+"""The work-queue contract of dead letters as an operator handles them (the
+DeadLetters role; taking an item out of circulation, Delivery's ``dead_letter``,
+comes first), run against every backend in ``QUEUE_BACKENDS`` (fixtures
+``queue``, ``queue_backend``): read
 them (``dead_letters``, ``dead_letter_of``), put one back to run again
 (``requeue_dead_letter``) or discard it (``delete_dead_letter``), each named by its
 ``DeadLetter.id``.
@@ -22,9 +24,13 @@ from typing import Any
 
 import pytest
 
-from mediaflow.queue import DeadLetter, NewItem, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue import DeadLetter, DeadLetters, NewItem, StreamKey, WorkItem, WorkQueue
 from tests.conftest import QueueBackend
 from tests.queue_contract_helpers import A, B, C, fill, ids, new, ns
+
+ROLE = DeadLetters
+"""The role of the queue this module holds the contract of (see
+``tests/test_queue_contract_roles.py``)."""
 
 SLASHED = StreamKey("cams/desk", "a")  # a flow's name may hold a "/"
 
@@ -91,6 +97,35 @@ async def dead(queue: WorkQueue, stream: StreamKey, n: int, *, reason: str = "bo
 async def only_letter(queue: WorkQueue, flow: str) -> DeadLetter:
     [letter] = await queue.dead_letters(flow)
     return letter
+
+
+# -- taking an item out of circulation ----------------------------------------
+
+
+async def test_dead_letter_takes_an_item_out_of_circulation(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    await fill(queue, C, 1)
+    a0, a1 = await queue.claim("c", {A: 2})
+    [c0] = await queue.claim("c", {C: 1})
+
+    await queue.dead_letter(a0, "failed 5 times")
+    await queue.dead_letter(c0, "poison")
+    await queue.dead_letter(a1, "failed too")
+
+    assert await queue.ack([a0.entry_id, c0.entry_id]) == 0
+    assert await queue.claim("c", {A: 5, C: 5}) == []
+    assert sum(b.total for b in (await queue.backlog()).values()) == 0
+    letters = await queue.dead_letters()
+    assert [(d.item.entry_id, d.reason) for d in letters] == [
+        (a1.entry_id, "failed too"),
+        (c0.entry_id, "poison"),
+        (a0.entry_id, "failed 5 times"),
+    ]
+    assert letters[-1].item == a0
+    assert [d.item.stream for d in await queue.dead_letters("f2")] == [C]
+    assert len(await queue.dead_letters(limit=1)) == 1
+    assert all(d.dead_at >= a0.enqueued_at for d in letters)
+    assert (await queue.stats()).dead_lettered == 3
 
 
 # -- ids and reading one -------------------------------------------------------
@@ -418,6 +453,7 @@ async def test_a_requeue_during_a_read_never_hides_the_reference(
 async def test_sqlite_a_file_from_before_requeues_were_counted_gains_the_counter(
     queue_backend: QueueBackend,
 ) -> None:
+
     from mediaflow.queue import SqliteQueue
 
     queue = queue_backend.open()

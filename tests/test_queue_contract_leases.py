@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 
-from mediaflow.queue import StreamKey, WorkQueue
+from mediaflow.queue import Leases, StreamKey, WorkQueue
 from tests.conftest import QueueBackend
 from tests.queue_contract_helpers import A, B, C, fill, new, ns
+
+ROLE = Leases
+"""The role of the queue this module holds the contract of (see
+``tests/test_queue_contract_roles.py``)."""
 
 TTL_MS = 300
 PAST_TTL_S = 0.35

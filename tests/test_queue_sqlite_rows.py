@@ -1,6 +1,6 @@
 """The SQLite queue's statement parameters (``mediaflow.queue.sqlite.rows``): pure
 functions, tested as tables. What SQLite then makes of them is tested through
-the queue (``tests/test_queue_contract_commit.py``, ``tests/test_queue_sqlite_file.py``).
+the queue (``tests/test_queue_contract_delivery_commit.py``, ``tests/test_queue_sqlite_file.py``).
 """
 
 from __future__ import annotations

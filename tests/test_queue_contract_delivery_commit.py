@@ -1,6 +1,6 @@
 """The work-queue contract of group commits (``WorkQueue.commit``) and of acks by
 batch, run against every backend in ``QUEUE_BACKENDS`` like
-``tests/test_queue_contract_claims.py`` (same fixtures: ``queue``, ``queue_backend``).
+``tests/test_queue_contract_delivery.py`` (same fixtures: ``queue``, ``queue_backend``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 
-from mediaflow.queue import EmissionRun, NewItem, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue import Delivery, EmissionRun, NewItem, StreamKey, WorkItem, WorkQueue
 from tests.conftest import QueueBackend
+
+ROLE = Delivery
+"""The role of the queue this module holds the contract of (see
+``tests/test_queue_contract_roles.py``)."""
 
 A = StreamKey("f1", "a")
 B = StreamKey("f1", "b")
@@ -234,6 +238,7 @@ async def test_claimed_items_are_those_a_later_claim_would_return(queue: WorkQue
 async def test_commit_refuses_a_value_that_is_not_json_and_writes_nothing(
     queue: WorkQueue,
 ) -> None:
+
     await fill(queue, A, 2)
     held = await queue.claim("c", {A: 2})
     bad = EmissionRun(B, "up.out", "in", [{"ok": 1}, {"bad": object()}], AT, claim=2)

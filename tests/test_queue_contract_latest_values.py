@@ -1,5 +1,5 @@
 """The work-queue contract of a flow's state, run against every backend in
-``QUEUE_BACKENDS`` like ``tests/test_queue_contract_claims.py`` (same fixtures:
+``QUEUE_BACKENDS`` like ``tests/test_queue_contract_delivery.py`` (same fixtures:
 ``queue``, ``queue_backend``): latest values (``put_latest``, ``latest``), and
 ``commit`` storing items, acking finished ones and recording latest values in one
 transaction (``commit(items, claim_for=..., ack=..., latest=...)``), all or nothing.
@@ -19,9 +19,13 @@ from typing import Any
 
 import pytest
 
-from mediaflow.queue import EmissionRun, NewItem, StreamKey, WorkQueue
+from mediaflow.queue import EmissionRun, LatestValues, NewItem, StreamKey, WorkQueue
 from tests.conftest import QueueBackend
 from tests.queue_contract_helpers import A, B, C, fill, ids, new, ns
+
+ROLE = LatestValues
+"""The role of the queue this module holds the contract of (see
+``tests/test_queue_contract_roles.py``)."""
 
 Latest = dict[tuple[str, str, str], Any]
 
@@ -311,6 +315,7 @@ async def test_a_failing_enqueue_writes_neither_its_items_acks_nor_latest_values
 async def test_flows_named_alike_keep_their_items_parking_and_dead_letters_apart(
     queue: WorkQueue,
 ) -> None:
+
     streams = [StreamKey(flow, "n") for flow in ["a", "a/b", "a:b", "a*", "á"]]
     for count, stream in enumerate(streams, start=1):
         await fill(queue, stream, count)

@@ -1,14 +1,16 @@
 """The work-queue contract of handing work out, run against every backend in
-``QUEUE_BACKENDS``: committing single items (seq and order), claims (counted, or
-made with ``claim_for`` in the commit itself), and ack, touch and release.
+``QUEUE_BACKENDS``, of the Delivery role: committing single items (seq and
+order), claims (counted, or made with ``claim_for`` in the commit itself), ack,
+touch and release, and stale claims reclaimed.
 
 Each test uses the ``queue`` fixture (one opened handle) and, where two
 consumers are needed, ``queue_backend.open()`` for another handle on the same
 backend (``tests/conftest.py``). Times are real but short. What waits in the
-queue (stale claims, dead letters, parking, the backlog, a reopen) has
-its part of the suite in ``tests/test_queue_contract_backlog.py``, group commits
-(``commit``) and acks by batch in ``tests/test_queue_contract_commit.py``, latest
-values and a commit's acks and latest values in ``tests/test_queue_contract_state.py``,
+queue (the backlog, the stats, a reopen) has its part of the suite in
+``tests/test_queue_contract_inspection.py``, parking in
+``tests/test_queue_contract_gate.py``, group commits of runs and acks by batch
+in ``tests/test_queue_contract_delivery_commit.py``, latest values and a
+commit's acks and latest values in ``tests/test_queue_contract_latest_values.py``,
 random interleavings of all of them in ``tests/test_queue_commit_props.py``.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from mediaflow.queue import NewItem, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue import Delivery, NewItem, StreamKey, WorkItem, WorkQueue
 from tests.conftest import QueueBackend
 from tests.queue_contract_helpers import (
     IDLE_MS,
@@ -33,6 +35,10 @@ from tests.queue_contract_helpers import (
     new,
     ns,
 )
+
+ROLE = Delivery
+"""The role of the queue this module holds the contract of (see
+``tests/test_queue_contract_roles.py``)."""
 
 # -- commit, seq and order -----------------------------------------------------
 
@@ -315,3 +321,45 @@ async def test_parked_items_enqueued_with_claim_for_wait_for_unpark(queue: WorkQ
     await queue.unpark(A.flow)
 
     assert ids(await queue.claim("me", {A: 5})) == [item.entry_id]
+
+
+# -- reclaim -------------------------------------------------------------------
+
+
+async def test_reclaim_stale_makes_items_ready_and_counts_the_redelivery(
+    queue: WorkQueue,
+) -> None:
+
+    await fill(queue, A, 2)
+    stale = await queue.claim("crashed", {A: 2})
+    assert await queue.reclaim_stale(10_000) == []  # not idle long enough yet
+
+    await asyncio.sleep(PAST_IDLE_S)
+    released = await queue.reclaim_stale(IDLE_MS)
+
+    assert ids(released) == ids(stale)
+    assert await queue.touch("crashed", ids(stale)) == 0
+    again = await queue.claim("rescuer", {A: 5})
+    assert ids(again) == ids(stale)
+    assert [i.deliveries for i in again] == [2, 2]
+    assert all(i.redelivery for i in again)
+    assert (await queue.stats()).redelivered == 2
+
+
+async def test_reclaimed_items_go_to_the_next_claimer(queue: WorkQueue) -> None:
+    await fill(queue, A, 2)
+    stale = await queue.claim("crashed", {A: 2})
+    await asyncio.sleep(PAST_IDLE_S)
+
+    await queue.reclaim_stale(IDLE_MS)
+    reclaimed = await queue.claim("rescuer", {A: 5})
+
+    assert ids(reclaimed) == ids(stale)
+    assert [(i.seq, i.deliveries, i.payload) for i in reclaimed] == [
+        (1, 2, {"n": 0}),
+        (2, 2, {"n": 1}),
+    ]
+    assert await queue.touch("rescuer", ids(reclaimed)) == 2
+    assert await queue.touch("crashed", ids(reclaimed)) == 0
+    assert await queue.claim("other", {A: 5}) == []
+    assert (await queue.stats()).redelivered == 2

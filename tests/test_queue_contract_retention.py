@@ -1,7 +1,6 @@
-"""The queue contract's storage-lifecycle operations, run against every backend
-in ``QUEUE_BACKENDS`` (as ``tests/test_queue_contract_*.py``): the digests the
-queue still references, read from one snapshot; trimming dead letters;
-forgetting a flow."""
+"""The queue contract's storage-lifecycle operations (the Retention role), run
+against every backend in ``QUEUE_BACKENDS``: the digests the queue still
+references, read from one snapshot; trimming dead letters; forgetting a flow."""
 
 from __future__ import annotations
 
@@ -12,10 +11,22 @@ from typing import Any, cast
 
 import pytest
 
-from mediaflow.queue import EmissionRun, NewItem, QueueError, StreamKey, WorkItem, WorkQueue
+from mediaflow.queue import (
+    EmissionRun,
+    NewItem,
+    QueueError,
+    Retention,
+    StreamKey,
+    WorkItem,
+    WorkQueue,
+)
 from mediaflow.queue.sqlite import TRIM_CHUNK
 from tests.conftest import QueueBackend
 from tests.queue_sqlite_helpers import let_checkpoint_finish
+
+ROLE = Retention
+"""The role of the queue this module holds the contract of (see
+``tests/test_queue_contract_roles.py``)."""
 
 A = StreamKey("f1", "a")
 B = StreamKey("f1", "b")
