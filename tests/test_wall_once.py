@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from mediaflow import Context, FlowBuilder, FlowSession, Node
 from mediaflow.engine.events import EventBus
 from mediaflow.queue import WorkQueue, open_queue
-from mediaflow.queue.contract import EmissionRun, WorkItem
+from mediaflow.queue.contract import EmissionRun, NewItem, WorkItem
 from mediaflow.server import AppState, ServerSettings
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.http_support import Served, serve, wait_until
@@ -67,11 +67,14 @@ class HeldCommits:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def commit(self, runs: Sequence[EmissionRun], **options: Any) -> list[WorkItem]:
+    async def commit(
+        self, batch: Sequence[EmissionRun | NewItem], **options: Any
+    ) -> list[WorkItem]:
         await self.open.wait()
-        claimed = await self._inner.commit(runs, **options)
-        for run in runs:
-            self.durable[run.src] = self.durable.get(run.src, 0) + len(run.values)
+        claimed = await self._inner.commit(batch, **options)
+        for run in batch:
+            if isinstance(run, EmissionRun):  # not a run's source items
+                self.durable[run.src] = self.durable.get(run.src, 0) + len(run.values)
         return claimed
 
     async def put_latest(self, values: Mapping[tuple[str, str, str], Any]) -> None:
