@@ -258,3 +258,37 @@ async def test_the_wall_takes_each_value_once_after_its_commit(tmp_path: Path, p
 
 def shown(lines: list[str]) -> list[str]:
     return [line.replace("\n", "") for line in lines]
+
+
+class Burst(Node):
+    """Five lines and five numbers, each value in a commit of its own, in far less
+    than the throttle's tenth of a second."""
+
+    outputs: ClassVar[Mapping[str, str]] = {"line": "text", "n": "number"}
+
+    async def run(self, ctx: Context) -> None:
+        for i in range(1, 6):
+            await ctx.emit("line", f"line {i}")
+            await ctx.emit("n", i)
+            await ctx.more.flush()
+
+
+async def test_every_line_of_a_text_port_is_told_and_a_number_port_is_throttled(
+    tmp_path: Path,
+) -> None:
+    bus = EventBus()
+    heard: list[tuple[str, int]] = []
+    bus.listen(
+        lambda e: heard.append((e.data["port"], e.data["seq"])) if e.type == "latest" else None
+    )
+    spec = FlowBuilder("burst").add("burst", Burst).add("sink", Sink, inputs={"line": "burst.line"})
+    session = FlowSession(spec.build(), tmp_path, settings=FAST, bus=bus)
+    await session.start()
+    try:
+        assert await asyncio.wait_for(session.wait(until_idle=True), 30) == "idle"
+        await asyncio.sleep(0.3)  # the throttle ends a burst with its last value
+    finally:
+        await session.stop()
+    assert [seq for port, seq in heard if port == "line"] == [1, 2, 3, 4, 5]
+    numbers = [seq for port, seq in heard if port == "n"]
+    assert numbers[-1] == 5 and len(numbers) < 5, numbers

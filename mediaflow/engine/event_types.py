@@ -96,7 +96,8 @@ _TYPES = (
         "latest",
         "engine",
         ("flow", "node", "port", "value", "seq"),
-        "the newest value of a port (throttled; not replayed)",
+        "the newest value of a port, once durable"
+        " (throttled, but every line of a text port; not replayed)",
         "item",
     ),
     EventType(

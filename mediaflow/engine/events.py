@@ -27,9 +27,10 @@ log = logging.getLogger("mediaflow.events")
 
 class LatestThrottle:
     """Publishes ``latest`` events (the newest value per port, for live views) at
-    most ``per_second`` times per port, always ending a burst with its last value.
-    Each carries the emission's identity (``seq``, and ``item`` when the node ran
-    for an item) next to ``value``.
+    most ``per_second`` times per port, always ending a burst with its last value;
+    a value offered with ``every`` (a text port's: a line, which a view lists rather
+    than replaces) is sent at once, never skipped. Each carries the emission's
+    identity (``seq``, and ``item`` when the node ran for an item) next to ``value``.
 
     Call :meth:`offer` on the event loop for every emitted value once it is durable;
     it costs a dict lookup unless an event is due. :meth:`told` is what live views
@@ -56,14 +57,19 @@ class LatestThrottle:
         that value's identity (or a value of an earlier run): a copy."""
         return dict(self._told)
 
-    def offer(self, key: tuple[str, str], value: Any, ident: Mapping[str, int]) -> None:
-        """Offer the value ``(node, port)`` just emitted."""
+    def offer(
+        self, key: tuple[str, str], value: Any, ident: Mapping[str, int], *, every: bool = False
+    ) -> None:
+        """Offer the value ``(node, port)`` just emitted (with ``every``: send it now)."""
         pending = self._pending
         if key in pending:  # an event is due later: it will carry the newest value
             pending[key] = (value, ident)
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if every:
+            self._send(key, (value, ident), now)
+            return
         due = self._last_sent.get(key, -1e9) + self._interval
         if now >= due:
             self._send(key, (value, ident), now)

@@ -343,9 +343,12 @@ class Journal:
             self._tell(untold)
 
     def _tell(self, untold: Mapping[tuple[str, str], _Told]) -> None:
-        """Offer durable values to live views (throttled per port)."""
+        """Offer durable values to live views (throttled per port, but a text port's
+        lines, which a view lists, each)."""
         for key, (encoded, ident) in untold.items():
-            self._latest_events.offer(key, encoded, ident)
+            out = self._ports.get(key)
+            every = out is not None and out.kind == "text"
+            self._latest_events.offer(key, encoded, ident, every=every)
 
 
 def _counts(runs: list[_Run]) -> dict[StreamKey, int]:
