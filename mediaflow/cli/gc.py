@@ -41,9 +41,9 @@ from mediaflow.gc import (
     sweep_artifacts,
 )
 from mediaflow.gc.forget import FlowNotForgettable, forget_flow
+from mediaflow.gc.periodic import RetentionHandle
 from mediaflow.queue import (
     QueueError,
-    WorkQueue,
     open_queue,
     queue_target,
 )
@@ -107,7 +107,7 @@ async def _gc(args: argparse.Namespace) -> int:
         # Not created here: a mistyped --data would otherwise "succeed" on nothing.
         print(f"mediaflow: no data directory at {data_dir}", file=sys.stderr)
         return 1
-    queue: WorkQueue | None = None
+    queue: RetentionHandle | None = None
     store: ArtifactStore | None = None
     forgot: dict[str, int] | None = None
     try:

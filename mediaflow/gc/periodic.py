@@ -5,12 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from mediaflow.config import SqliteSync
 from mediaflow.engine.events import EventBus
 from mediaflow.gc.settings import GcSettings
 from mediaflow.gc.sweeper import Sweeper
-from mediaflow.queue import WorkQueue, open_queue
+from mediaflow.queue import Retention, open_queue
+
+
+class RetentionHandle(Retention, Protocol):
+    """A queue handle that garbage collection opened for itself: its retention
+    role (the sweep's live digests, trimming, forgetting a flow) and ``close``."""
+
+    async def close(self) -> None:
+        """Release connections (see :meth:`mediaflow.queue.WorkQueue.close`)."""
+        ...
 
 
 @dataclass
@@ -18,7 +28,7 @@ class PeriodicSweep:
     """A running :class:`~mediaflow.gc.Sweeper` and the queue handle it owns."""
 
     sweeper: Sweeper
-    queue: WorkQueue
+    queue: RetentionHandle
 
     async def stop(self) -> None:
         """Stop the sweeper (a sweep in progress stops between batches), then close
