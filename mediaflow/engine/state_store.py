@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mediaflow.sqlite_wal import enable_wal
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, flow TEXT NOT NULL, owner TEXT NOT NULL,
@@ -55,6 +57,8 @@ DELETE FROM runs WHERE run_id IN (
 
 # A WAL that a burst of writes grew is cut back to this after a checkpoint.
 JOURNAL_SIZE_LIMIT: Final = 4 * 1024 * 1024
+BUSY_TIMEOUT_S: Final = 30.0
+"""How long opening or writing waits while another process holds the file."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,8 @@ class StateStore:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.path = data_dir / "state.sqlite3"
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        enable_wal(self._db, BUSY_TIMEOUT_S)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         self._db.executescript(_SCHEMA)

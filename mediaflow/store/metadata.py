@@ -17,12 +17,12 @@ from __future__ import annotations
 import errno
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mediaflow.sqlite_wal import enable_wal
 from mediaflow.store.errors import StoreFull
 from mediaflow.store.schema import migrate
 
@@ -75,31 +75,6 @@ class SweepWork:
     took_s: float
 
 
-def _enable_wal(conn: sqlite3.Connection) -> None:
-    """Switch to WAL, retrying while another process holds the database.
-
-    Changing the journal mode needs an exclusive lock, and SQLite may answer
-    SQLITE_BUSY there without consulting the busy handler: two processes
-    opening a fresh store together hit it. Once one has switched, the file
-    stays in WAL mode and the others' pragma is a no-op.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    pause = 0.001
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            busy = getattr(exc, "sqlite_errorcode", None) in (
-                sqlite3.SQLITE_BUSY,
-                sqlite3.SQLITE_LOCKED,
-            )
-            if not busy or time.monotonic() > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
-
-
 @dataclass(frozen=True)
 class _Result:
     """A statement's rows, read to the end under the connection's lock.
@@ -140,7 +115,7 @@ class Metadata:
             )
             try:
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                _enable_wal(conn)
+                enable_wal(conn, BUSY_TIMEOUT_MS / 1000)
                 # NORMAL in WAL mode: a power cut may lose the last commits but never corrupts;
                 # artifact files are fsynced, and a missing row is rebuilt by the next save.
                 conn.execute("PRAGMA synchronous = NORMAL")

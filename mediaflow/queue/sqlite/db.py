@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from mediaflow.queue.contract import QueueError, QueueUnavailable
 from mediaflow.queue.sqlite import schema as sql
+from mediaflow.sqlite_wal import enable_wal, is_busy
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -40,10 +41,6 @@ CHECKPOINT_EVERY: Final = 500
 # inline once the WAL holds this many pages (~40 MiB).
 AUTOCHECKPOINT_PAGES: Final = 20_000
 PAGE_SIZE: Final = 2048
-
-
-def is_busy(exc: BaseException) -> bool:
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
 
 
 class _Transaction:
@@ -140,8 +137,8 @@ class SqliteDb:
             # cheaper (~20% on the enqueue+ack path, measured against 4096);
             # rows up to ~2000 bytes still fit in one page.
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+            mode = enable_wal(conn, self._busy_timeout_ms / 1000)
+            if mode != "wal":
                 raise QueueUnavailable(f"{self.path}: WAL mode unavailable (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {self._sync}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
