@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import av
 import numpy as np
@@ -13,20 +11,16 @@ import numpy.typing as npt
 
 Pcm = npt.NDArray[np.int16]  # shape (frames, channels), interleaved s16
 
-# Devices sit below mediaflow and import nothing of it, so the table is here; the
-# speech node reads chunks with mediaflow.media's, and a test keeps the two equal.
-CHANNEL_LAYOUTS: Mapping[int, str] = MappingProxyType(
-    {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
-)
-"""FFmpeg's layout name for each channel count a microphone may give (1-8)."""
+MAX_CHANNELS = 8
+"""The most channels a microphone may give: FFmpeg names a default layout up to 8."""
 
 
 def channel_layout(channels: int) -> str:
-    """FFmpeg's layout name for ``channels``; ``ValueError`` outside 1-8."""
-    try:
-        return CHANNEL_LAYOUTS[channels]
-    except KeyError:
-        raise ValueError(f"channels must be 1-8, got {channels}") from None
+    """FFmpeg's default layout for ``channels`` ("1c" is mono, "2c" stereo), which
+    PyAV takes wherever it takes a layout name; ``ValueError`` outside 1-8."""
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise ValueError(f"channels must be 1-{MAX_CHANNELS}, got {channels}")
+    return f"{channels}c"
 
 
 @dataclass(frozen=True, slots=True)

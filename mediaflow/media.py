@@ -10,10 +10,6 @@ references whose media type has that top-level type; ``text``, ``number`` and
 ``json`` take plain JSON values. :func:`check_port_value` is called by the
 engine at the producer, so a wrong value fails where it was made, naming the
 node, the port and both types.
-
-:func:`channel_layout` names the FFmpeg channel layout for the ``channels`` an
-audio reference records in its meta, for a node that decodes it (the speech node;
-``devices``, below mediaflow, keeps the same table for the microphone).
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, get_args
 
 Kind: TypeAlias = Literal["image", "audio", "video", "text", "number", "json"]
@@ -195,17 +190,3 @@ def decode_value(data: object) -> object:
     if isinstance(data, Mapping) and len(data) == 1 and "$ref" in data:
         return MediaRef.from_json(data["$ref"])
     return data
-
-
-CHANNEL_LAYOUTS: Mapping[int, str] = MappingProxyType(
-    {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
-)
-"""FFmpeg's default layout name for each channel count audio may have (1-8)."""
-
-
-def channel_layout(channels: int) -> str:
-    """FFmpeg's layout name for ``channels``; ``ValueError`` outside 1-8."""
-    try:
-        return CHANNEL_LAYOUTS[channels]
-    except KeyError:
-        raise ValueError(f"channels must be 1-8, got {channels}") from None

@@ -25,7 +25,6 @@ from typing import Final
 import av
 import numpy as np
 
-from mediaflow.media import channel_layout
 from mediaflow.nodes.whole_utterance import SAMPLE_RATE
 
 WAV_MEDIA_TYPES: Final = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"})
@@ -149,9 +148,8 @@ class MonoResampler:
         if chunk.frames == 0:
             return bytes(out)
         samples = np.frombuffer(chunk.pcm, dtype="<i2").reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(
-            samples, format="s16", layout=channel_layout(chunk.channels)
-        )
+        # "Nc" is FFmpeg's default layout for N channels, as the microphone names it.
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout=f"{chunk.channels}c")
         frame.sample_rate = chunk.rate
         for converted in self._resampler.resample(frame):
             out += converted.to_ndarray().astype("<i2", copy=False).tobytes()
