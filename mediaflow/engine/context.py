@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from contextvars import Token
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,7 +28,6 @@ from mediaflow.media import MediaRef, decode_value
 from mediaflow.node import ItemInfo
 from mediaflow.queue.contract import WorkItem
 from mediaflow.store import ArtifactStore
-from mediaflow.store.current import RunSaver, enter_run, exit_run
 from mediaflow.store.info import Source
 
 HOLD_S: Final = 86400.0
@@ -87,7 +85,7 @@ class FlowEnv:
 class RunContext:
     """Context for one node run (or a source's whole life). Cheap to create."""
 
-    __slots__ = ("_cause", "_env", "_held", "_more", "_over", "_token", "_work", "inputs", "node")
+    __slots__ = ("_cause", "_env", "_held", "_more", "_over", "_work", "inputs", "node")
 
     def __init__(
         self,
@@ -107,7 +105,6 @@ class RunContext:
         # Digests this run saved and has not made durable; made by the first save,
         # so a run that saves nothing costs nothing.
         self._held: Held | None = None
-        self._token: Token[RunSaver | None] | None = None
         self._over = False
         self._more: RunMore | None = None
 
@@ -155,20 +152,11 @@ class RunContext:
     async def read_artifact(self, ref: MediaRef | str) -> bytes:
         return await self._env.store.read(ref)
 
-    def begin(self) -> None:
-        """The run starts: the module-level ``save_artifact`` saves through this
-        context (in this task and those it starts) until :meth:`end`. Called by
-        the engine."""
-        self._token = enter_run(self)
-
     def end(self) -> None:
         """The run is over: the references it saved and did not make durable
         were dropped (see :mod:`mediaflow.engine.pins`), and later saves through
-        it pin nothing. Called by the engine, in the task that called :meth:`begin`."""
+        it pin nothing. Called by the engine."""
         self._over = True
-        if self._token is not None:
-            exit_run(self._token)
-            self._token = None
         if self._held:
             self._env.pins.release_all(self._held)
 

@@ -31,6 +31,7 @@ from mediaflow.media import decode_value
 from mediaflow.node import Node
 from mediaflow.queue.contract import QueueError, StreamKey, WorkItem
 from mediaflow.store import use_store
+from mediaflow.store.current import saving_through
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -136,35 +137,35 @@ class NodeExecutor:
                         await env.journal.flush_when_available()
                 except Exception as exc:  # any other failure: retried like a failed run
                     return 0, f"could not commit earlier acks first: {exc}"
-            for index, item in enumerate(items):
-                if index:
-                    if stream in self._recalled or loop.time() >= deadline:
-                        return index, None
-                    if index % self._yield_every == 0:
-                        await asyncio.sleep(0)
-                payload = item.payload
-                value = payload["value"]
-                if type(value) is dict and GUARD_KEY in value:
-                    if self._stale(node_id, item, value[GUARD_KEY]):
-                        continue  # done: acked with the batch, never run
-                    value = value["value"]
-                inputs = {payload["port"]: decode_value(value)}
-                ctx = RunContext(env, node_id, inputs, item, item.seq)
-                record_latency(node_id, time.time() - payload["at"])
-                self.finished_items += 1
-                ctx.begin()
-                try:
-                    outputs = await node.run(ctx)
-                    if outputs:
-                        for port, value in outputs.items():
-                            await ctx.emit(port, value)
-                except asyncio.CancelledError:
-                    return index, "cancelled while stopping"
-                except Exception as exc:
-                    attempt = command.attempt if index == 0 else 1
-                    return index, _failed(node_id, item, attempt, exc)
-                finally:
-                    ctx.end()  # what the node saved and did not emit, it dropped
+            with saving_through() as runs:
+                for index, item in enumerate(items):
+                    if index:
+                        if stream in self._recalled or loop.time() >= deadline:
+                            return index, None
+                        if index % self._yield_every == 0:
+                            await asyncio.sleep(0)
+                    payload = item.payload
+                    value = payload["value"]
+                    if type(value) is dict and GUARD_KEY in value:
+                        if self._stale(node_id, item, value[GUARD_KEY]):
+                            continue  # done: acked with the batch, never run
+                        value = value["value"]
+                    inputs = {payload["port"]: decode_value(value)}
+                    ctx = runs.run = RunContext(env, node_id, inputs, item, item.seq)
+                    record_latency(node_id, time.time() - payload["at"])
+                    self.finished_items += 1
+                    try:
+                        outputs = await node.run(ctx)
+                        if outputs:
+                            for port, value in outputs.items():
+                                await ctx.emit(port, value)
+                    except asyncio.CancelledError:
+                        return index, "cancelled while stopping"
+                    except Exception as exc:
+                        attempt = command.attempt if index == 0 else 1
+                        return index, _failed(node_id, item, attempt, exc)
+                    finally:
+                        ctx.end()  # what the node saved and did not emit, it dropped
         except asyncio.CancelledError:
             # Cancelled between items (stopping): the item at ``index`` never ran.
             return index, None
@@ -198,9 +199,9 @@ class NodeExecutor:
             env.journal.guards[node_id] = uuid.uuid4().hex[:16]  # a new generation
         error: str | None = None
         self.finished_items += 1
-        ctx.begin()
         try:
-            await node.run(ctx)
+            with saving_through(ctx):
+                await node.run(ctx)
         except asyncio.CancelledError:
             if not env.is_stopping(node_id):
                 error = "cancelled while stopping"

@@ -13,6 +13,7 @@ from mediaflow.engine.context import FlowEnv, RunContext
 from mediaflow.flows import FlowSpec
 from mediaflow.node import Node
 from mediaflow.store import use_store
+from mediaflow.store.current import saving_through
 
 log = logging.getLogger("mediaflow.engine")
 
@@ -31,9 +32,8 @@ class NodeSet:
             for node_id in node_ids:
                 node = spec.nodes[node_id].factory()
                 ctx = RunContext(self._env, node_id, {}, None)
-                ctx.begin()
                 try:
-                    with use_store(self._env.store):
+                    with use_store(self._env.store), saving_through(ctx):
                         await node.setup(ctx)
                 finally:
                     ctx.end()  # what setup saved and did not keep, it dropped

@@ -9,7 +9,7 @@ instance per directory per process. That fallback reads the environment when it
 is first needed: a ``save_artifact`` outside any flow (a script) has no process
 boundary that could have handed it a store.
 
-Inside a node's run the engine also sets the run's context (:func:`enter_run`),
+Inside a node's run the engine also sets the run's context (:func:`saving_through`),
 so that :func:`save_artifact` there is ``ctx.save_artifact``: garbage
 collection spares what it saved until the run emits, keeps or drops it.
 """
@@ -17,9 +17,9 @@ collection spares what it saved until the run emits, keeps or drops it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,7 +39,7 @@ class RunSaver(Protocol):
 
 
 _current: ContextVar[ArtifactStore | None] = ContextVar("mediaflow_store", default=None)
-_run: ContextVar[RunSaver | None] = ContextVar("mediaflow_run", default=None)
+_run: ContextVar[RunSlot | None] = ContextVar("mediaflow_run", default=None)
 _defaults: dict[Path, ArtifactStore] = {}
 _defaults_lock = threading.Lock()
 
@@ -70,14 +70,30 @@ def use_store(store: ArtifactStore) -> Iterator[ArtifactStore]:
         _current.reset(token)
 
 
-# The context variable's own methods, not functions wrapping them: the engine
-# calls both once per item a node runs, where a Python frame each is measurable.
-enter_run: Callable[[RunSaver | None], Token[RunSaver | None]] = _run.set
-"""Make a saver the run :func:`save_artifact` saves through, in this task (and
-tasks started from it) until :func:`exit_run` with the returned token."""
+class RunSlot:
+    """Which run :func:`save_artifact` saves through in the task that entered the
+    slot (and the tasks it starts): the engine enters one per batch of items a
+    node runs and points ``run`` at each item's run in turn. An attribute store
+    per item, where a context variable's set and reset would cost two calls."""
 
-exit_run: Callable[[Token[RunSaver | None]], None] = _run.reset
-"""Undo the :func:`enter_run` that returned the token."""
+    __slots__ = ("run",)
+
+    def __init__(self, run: RunSaver | None = None) -> None:
+        self.run = run
+
+
+@contextmanager
+def saving_through(run: RunSaver | None = None) -> Iterator[RunSlot]:
+    """Make the returned slot's run (``run`` at first) the one :func:`save_artifact`
+    saves through inside the ``with`` block, in this task and tasks started there;
+    after it, none."""
+    slot = RunSlot(run)
+    token = _run.set(slot)
+    try:
+        yield slot
+    finally:
+        slot.run = None  # a task started in the block and still saving: no run now
+        _run.reset(token)
 
 
 async def save_artifact(
@@ -94,8 +110,8 @@ async def save_artifact(
     emits the reference, keeps or holds it, or ends.
     """
     if store is None:
-        run = _run.get()
-        if run is not None:
-            return await run.save_artifact(data, media_type, meta)
+        slot = _run.get()
+        if slot is not None and slot.run is not None:
+            return await slot.run.save_artifact(data, media_type, meta)
     target = store if store is not None else current_store()
     return await target.save(data, media_type, meta)
