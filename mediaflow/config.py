@@ -10,7 +10,7 @@ at a service on another machine, the data directory then only caching it
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 from urllib.parse import urlsplit
@@ -110,27 +110,25 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
 SPEECH_PROCESSES_ENV = "MEDIAFLOW_SPEECH_PROCESSES"
 
 
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class SpeechSettings:
-    """How the speech nodes of one process share its cores.
+    """How the speech nodes of one session share the machine's cores.
 
     ``processes``: the recogniser host processes they share
     (``MEDIAFLOW_SPEECH_PROCESSES``; one per core by default, see
     :mod:`mediaflow.nodes.speech_host`).
     """
 
-    processes: int
-
-    @property
-    def threads_per_process(self) -> int:
-        """The cores shared out among the host processes, at least one: what a
-        Whisper model decodes with when its ``threads`` is 0 (automatic)."""
-        return max(1, (os.cpu_count() or 1) // self.processes)
+    processes: int = field(default_factory=_cores)
 
     @classmethod
     def from_env(cls) -> SpeechSettings:
         """Raises :class:`ConfigError` (a ``ValueError``) naming the variable for a bad value."""
-        return cls(processes=env_int(SPEECH_PROCESSES_ENV, os.cpu_count() or 1, minimum=1))
+        return cls(processes=env_int(SPEECH_PROCESSES_ENV, _cores(), minimum=1))
 
 
 SqliteSync = Literal["NORMAL", "FULL"]
@@ -170,6 +168,8 @@ class EngineSettings:
     trace_path: Path | None = None  # MEDIAFLOW_TRACE: a file each run appends its ticks to
     sqlite_sync: SqliteSync = "NORMAL"  # MEDIAFLOW_SQLITE_SYNC: the SQLite queue's durability
     store: StoreSettings = StoreSettings()  # MEDIAFLOW_STORE, MEDIAFLOW_TOKEN: where artifacts go
+    # MEDIAFLOW_SPEECH_PROCESSES: the recogniser host processes (one per core by default)
+    speech: SpeechSettings = field(default_factory=SpeechSettings)
 
     @property
     def turn_items(self) -> int:
@@ -201,6 +201,7 @@ class EngineSettings:
             trace_path=_env_path("MEDIAFLOW_TRACE"),
             sqlite_sync=sqlite_sync(),
             store=StoreSettings.from_env(),
+            speech=SpeechSettings.from_env(),
         )
 
 

@@ -13,15 +13,18 @@ Keys of a ``[[node]]`` table in a flow file, other than ``id``, ``use``,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from mediaflow.media import MediaRef
 
 if TYPE_CHECKING:
+    from mediaflow.config import EngineSettings
     from mediaflow.live.hub import LiveHub
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,8 @@ class ItemInfo:
 
 class MoreContext(Protocol):
     """What a node rarely needs, behind ``ctx.more``: where the flow lives, the
-    session's live hub, how long an artifact lives, what the flow wires, what
-    this node said last and the flow's event bus."""
+    session's live hub and shared services, how long an artifact lives, what the
+    flow wires, what this node said last and the flow's event bus."""
 
     @property
     def flow_dir(self) -> Path:
@@ -47,6 +50,15 @@ class MoreContext(Protocol):
     def live(self) -> LiveHub:
         """The live feeds of this process (the session's): a camera opens its feed
         here, a microphone its sound; the server beside the session reads them."""
+        ...
+
+    def shared(self, make: Callable[[EngineSettings], T]) -> T:
+        """The one instance of a service the nodes of this session share (a pool of
+        worker processes, a loaded model): ``make(settings)``, called the first time
+        any node asks with that ``make`` (an equal callable: a function or a
+        classmethod, not a fresh lambda), under a lock, so keep it quick. When the
+        session closes, after the nodes' teardown, its ``close()`` (if it has one)
+        is called in a thread."""
         ...
 
     async def flush(self) -> None:

@@ -13,10 +13,10 @@ import logging
 import os
 import subprocess
 import wave
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,7 @@ from devices import encode_wav, open_microphone
 from mediaflow import Context, FlowBuilder, FlowSession, ItemInfo, MediaRef, Node
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import Event, EventBus
+from mediaflow.engine.services import Services
 from mediaflow.nodes.recognizer import Result
 from mediaflow.nodes.speech import SpeechNode
 
@@ -36,6 +37,7 @@ RATE = 16000
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
 
 Samples = npt.NDArray[np.int16]
+T = TypeVar("T")
 
 
 def speak(text: str, out: Path, *, rate: int = RATE, channels: int = 1) -> Samples:
@@ -283,10 +285,12 @@ class CountingRecognizer:
 
 class FakeContext:
     """Just enough of :class:`mediaflow.Context` to call a node's ``run`` directly:
-    artifacts in a dict, emissions recorded, and ``emit`` failing when told to."""
+    artifacts in a dict, emissions recorded, and ``emit`` failing when told to; shared
+    services as a session's (close :attr:`services` after the node's teardown)."""
 
     def __init__(self, flow_dir: Path) -> None:
         self.flow, self.node, self.flow_dir = "f", "asr", flow_dir
+        self.services = Services(FAST)
         self.inputs: dict[str, Any] = {}
         self.item: ItemInfo | None = None
         self.log = logging.getLogger("tests.speech")
@@ -318,6 +322,9 @@ class FakeContext:
 
     def publish(self, event_type: str, **data: Any) -> None:
         self.events.append({"type": event_type, **data})
+
+    def shared(self, make: Callable[[EngineSettings], T]) -> T:
+        return self.services.shared(make)
 
 
 class TextFile(Node):

@@ -27,10 +27,6 @@ READS_LEFT = {
     # save_artifact outside any flow (a script) has no process boundary: its default
     # store is the one MEDIAFLOW_DATA and MEDIAFLOW_STORE name, read when first needed.
     "mediaflow/store/current.py",
-    # The recogniser host pool is shared by every speech node of the process and made
-    # when the first one starts; the session does not hand nodes SpeechSettings yet.
-    "mediaflow/nodes/speech_host.py",
-    "mediaflow/nodes/whisper_engine.py",
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mediaflow import EngineSettings, FlowBuilder, FlowSession
-from mediaflow.config import StoreSettings
+from mediaflow.config import SpeechSettings, StoreSettings
 from mediaflow.gc import GcSettings, sweep_artifacts
 from mediaflow.process import FlowProcess
 from mediaflow.queue import QueueError, open_queue
@@ -23,6 +23,7 @@ UNUSABLE = {
     "MEDIAFLOW_LEASE_MS": "soon",
     "MEDIAFLOW_SQLITE_SYNC": "sometimes",
     "MEDIAFLOW_STORE": "ftp://store.example",
+    "MEDIAFLOW_SPEECH_PROCESSES": "several",
     "MEDIAFLOW_SENDFILE": "maybe",
     "MEDIAFLOW_LINK_HISTORY": "none",
     "ARTIFACT_GC_INTERVAL_S": "hourly",
@@ -54,14 +55,18 @@ def test_engine_settings_from_env_reads_every_variable(
     monkeypatch.setenv("MEDIAFLOW_SQLITE_SYNC", "full")
     monkeypatch.setenv("MEDIAFLOW_STORE", "http://store.example:8765/")
     monkeypatch.setenv("MEDIAFLOW_TOKEN", "secret")
+    monkeypatch.setenv("MEDIAFLOW_SPEECH_PROCESSES", "3")
     settings = EngineSettings.from_env()
     assert (settings.node_buffer, settings.lease_ms) == (64, 2500)
     assert settings.trace_path == tmp_path / "trace.jsonl"
     assert settings.sqlite_sync == "FULL"
     assert settings.store == StoreSettings("http://store.example:8765", "secret")
+    assert settings.speech == SpeechSettings(processes=3)
 
 
-@pytest.mark.parametrize("name", ["MEDIAFLOW_NODE_BUFFER", "MEDIAFLOW_STORE"])
+@pytest.mark.parametrize(
+    "name", ["MEDIAFLOW_NODE_BUFFER", "MEDIAFLOW_STORE", "MEDIAFLOW_SPEECH_PROCESSES"]
+)
 def test_engine_settings_from_env_refuses_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:

@@ -6,21 +6,33 @@ Real pocketsphinx in real child processes, fed espeak-ng sentences (the track of
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from mediaflow import FlowSession
 from mediaflow.config import SPEECH_PROCESSES_ENV as PROCESSES_ENV
-from mediaflow.config import SpeechSettings
+from mediaflow.config import ConfigError, EngineSettings, SpeechSettings
+from mediaflow.engine.events import EventBus
 from mediaflow.nodes.pocketsphinx_config import SphinxSearch
 from mediaflow.nodes.recognizer import RecognizerError, Result
 from mediaflow.nodes.speech import SpeechNode
 from mediaflow.nodes.speech_host import HostedRecognizer, HostLost, HostPool
 from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
-from tests.speech_helpers import GRAMMAR, RATE, Track, make_track, read_samples
+from tests.speech_helpers import (
+    FAST,
+    GRAMMAR,
+    RATE,
+    Track,
+    make_track,
+    microphone_flow,
+    read_samples,
+)
 
 PIECE = RATE // 10  # samples in 100 ms
 
@@ -134,18 +146,60 @@ def test_recognisers_share_at_most_the_pool_s_size_of_hosts(pcm: bytes) -> None:
 def test_the_number_of_hosts_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PROCESSES_ENV, "3")
     assert SpeechSettings.from_env().processes == 3
+    assert EngineSettings.from_env().speech == SpeechSettings(processes=3)
     monkeypatch.setenv(PROCESSES_ENV, "none")
     with pytest.raises(ValueError, match=PROCESSES_ENV):
         SpeechSettings.from_env()
+    with pytest.raises(ConfigError, match=PROCESSES_ENV):
+        EngineSettings.from_env()
     monkeypatch.delenv(PROCESSES_ENV)
     assert SpeechSettings.from_env().processes == (os.cpu_count() or 1)
 
 
+def test_without_settings_there_is_a_host_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROCESSES_ENV, "none")  # read at the boundary only, not here
+    assert EngineSettings().speech.processes == (os.cpu_count() or 1)
+    assert SpeechSettings().processes == (os.cpu_count() or 1)
+
+
+def test_a_pool_is_as_large_as_its_settings_say() -> None:
+    settings = EngineSettings(speech=SpeechSettings(processes=2))
+    pool = HostPool.for_settings(settings)
+    try:
+        hosted = [HostedRecognizer(RECIPE, pool) for _ in range(3)]
+        assert len(set(pool.pids())) == 2
+        for recognizer in hosted:
+            recognizer.close()
+    finally:
+        pool.close()
+    assert pool.pids() == []
+
+
 def test_the_cores_are_shared_out_among_the_hosts() -> None:
     cores = os.cpu_count() or 1
-    assert SpeechSettings(processes=1).threads_per_process == cores
-    assert SpeechSettings(processes=cores).threads_per_process == 1
-    assert SpeechSettings(processes=cores * 4).threads_per_process == 1  # never 0
+    assert HostPool(1).threads_per_process == cores
+    assert HostPool(cores).threads_per_process == 1
+    assert HostPool(cores * 4).threads_per_process == 1  # never 0
+
+
+def test_closing_a_pool_stops_its_hosts_recognisers_or_not() -> None:
+    pool = HostPool(2)
+    hosted = [HostedRecognizer(RECIPE, pool) for _ in range(2)]
+    pids = pool.pids()
+    assert len(pids) == 2
+    pool.close()
+    assert pool.pids() == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # stopped and reaped
+    # A recogniser's host went with the pool, and no new one starts for it.
+    with pytest.raises(RuntimeError, match="pool is closed"):
+        hosted[0].feed(b"\0" * PIECE * 2)
+    with pytest.raises(RuntimeError, match="pool is closed"):
+        HostedRecognizer(RECIPE, pool)
+    for recognizer in hosted:
+        recognizer.close()  # still fine after the pool closed
+    pool.close()  # idempotent
 
 
 def test_the_node_isolates_pocketsphinx_in_a_process_and_an_engine_in_a_thread() -> None:
@@ -159,4 +213,37 @@ def test_the_node_isolates_pocketsphinx_in_a_process_and_an_engine_in_a_thread()
 def test_a_missing_grammar_file_is_named(tmp_path: Path) -> None:
     node = SpeechNode(grammar="missing.gram")
     with pytest.raises(RecognizerError, match=r"missing\.gram"):
-        node._build(tmp_path)
+        node._build(tmp_path, HostPool(1))
+
+
+async def test_the_speech_nodes_of_a_session_share_one_pool_closed_with_it(
+    track: Track, tmp_path: Path
+) -> None:
+    """Two speech nodes in one session, a pool of one host: both recognisers live in
+    it, each hears the track, and the pool closes with the session."""
+    flow = microphone_flow("shared-hosts", track.path, chunk_ms=100)
+    for node in ("one", "two"):
+        flow = flow.add(node, "speech", inputs={"audio": "mic.audio"}, grammar=str(GRAMMAR))
+    settings = replace(FAST, speech=SpeechSettings(processes=1))
+    bus = EventBus(history=10_000)
+    session = FlowSession(flow.build(), tmp_path, settings=settings, bus=bus)
+    await session.start()
+    try:
+        pool = session.services.shared(HostPool.for_settings)
+        nodes = [session.node(node) for node in ("one", "two")]
+        streams = [n._require_stream() for n in nodes if isinstance(n, SpeechNode)]
+        recognizers = [s.recognizer for s in streams if isinstance(s.recognizer, HostedRecognizer)]
+        assert len(recognizers) == 2
+        assert all(r._pool is pool for r in recognizers)
+        (pid,) = pool.pids()
+        assert [r.host_pid for r in recognizers] == [pid, pid]
+        assert await asyncio.wait_for(session.wait(until_idle=True), 60) == "idle"
+    finally:
+        await session.stop()
+    heard = [e.data for e in bus.recent(0) if e.type == "transcript" and e.data["final"]]
+    for node in ("one", "two"):
+        assert [t["text"] for t in heard if t["node"] == node] == track.texts
+    with pytest.raises(RuntimeError, match="pool is closed"):
+        pool.acquire()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -81,27 +81,22 @@ def test_a_grammar_with_unknown_words_names_them() -> None:
         PocketSphinxRecognizer(SphinxSearch(grammar=grammar))
 
 
-class _SetupContext:
-    """What ``SpeechNode.setup`` reads from its context."""
-
-    def __init__(self, flow_dir: Path) -> None:
-        self.node = "asr"
-        self.flow_dir = flow_dir
-        self.more = self  # the engine's ctx.more, here the same object
-
-
 async def test_a_grammar_path_is_relative_to_the_flow_and_a_missing_one_is_named(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "grammar").mkdir()
     (tmp_path / "grammar" / "c.gram").write_text(GRAMMAR.read_text())
-    found = SpeechNode(grammar="grammar/c.gram")
-    await found.setup(_SetupContext(tmp_path))  # type: ignore[arg-type]
-    await found.teardown()
-    missing = SpeechNode(grammar="grammar/none.gram")
-    with pytest.raises(RecognizerError, match=r"speech node 'asr': cannot read grammar .*none"):
-        await missing.setup(_SetupContext(tmp_path))  # type: ignore[arg-type]
-    await missing.teardown()
+    ctx = FakeContext(tmp_path)
+    try:
+        found = SpeechNode(grammar="grammar/c.gram")
+        await found.setup(ctx)  # type: ignore[arg-type]
+        await found.teardown()
+        missing = SpeechNode(grammar="grammar/none.gram")
+        with pytest.raises(RecognizerError, match=r"speech node 'asr': cannot read grammar .*none"):
+            await missing.setup(ctx)  # type: ignore[arg-type]
+        await missing.teardown()
+    finally:
+        await ctx.services.close()
 
 
 # -- pure parts: WAV checks, continuity, the clock, the resampler --------------------
@@ -271,6 +266,7 @@ async def test_a_chunk_retried_after_a_failed_emit_is_not_fed_again(tmp_path: Pa
         await node.run(ctx)  # type: ignore[arg-type]
     finally:
         await node.teardown()
+        await ctx.services.close()
     # 1600 samples heard once, not twice; each result emitted exactly once.
     assert ctx.emitted == [("text", "heard 1600"), ("text", "heard 3200")]
     assert [(e["text"], e["start"], e["end"]) for e in ctx.events] == [

@@ -24,12 +24,12 @@ from bench.speech.wer import normalise, wer, word_errors
 from devices.audio_chunks import pcm_wav
 from mediaflow.nodes import whisper_models
 from mediaflow.nodes.speech import SpeechNode
+from mediaflow.nodes.speech_host import HostPool
 from mediaflow.nodes.speech_stream import SpeechStream, Transcript
 from mediaflow.nodes.voice_activity import SileroVad, VoiceSettings
 from mediaflow.nodes.whisper_engine import (
     WhisperRecognizer,
     WhisperSettings,
-    default_threads,
     shared_model,
     words_of,
 )
@@ -67,7 +67,7 @@ def human(corpus: Corpus) -> list[Recording]:
 def decode_whole(pcm: bytes) -> str:
     """The reference: the engine's model decoding ``pcm`` whole, with its settings."""
     settings = WhisperSettings()
-    model = shared_model(resolve_model(settings.model), settings.compute_type, default_threads())
+    model = shared_model(resolve_model(settings.model), settings.compute_type, settings.cpu_threads)
     audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
     segments, _ = model.transcribe(audio, vad_filter=False, condition_on_previous_text=False)
     return words_of(list(segments)).text
@@ -330,8 +330,19 @@ def test_contradictory_whisper_options_are_refused(
 
 
 def test_pocketsphinx_padding_reaches_its_recipe(tmp_path: Path) -> None:
-    recipe = SpeechNode(pad_before_s=0.05, pad_after_s=0.25)._recipe(tmp_path)
+    recipe = SpeechNode(pad_before_s=0.05, pad_after_s=0.25)._recipe(tmp_path, HostPool(1))
     assert (recipe.pad_before_s, recipe.pad_after_s) == (0.05, 0.25)  # type: ignore[union-attr]
+
+
+def test_automatic_threads_are_the_node_s_share_of_the_cores(tmp_path: Path) -> None:
+    """``threads = 0``: what each host of the session's pool gets; a number is kept."""
+    cores = os.cpu_count() or 1
+    for pool in (HostPool(1), HostPool(cores), HostPool(cores * 4)):
+        recipe = SpeechNode(engine="whisper")._recipe(tmp_path, pool)
+        assert recipe == WhisperSettings(flow_dir=tmp_path, threads=pool.threads_per_process)
+    recipe = SpeechNode(engine="whisper", threads=3)._recipe(tmp_path, HostPool(1))
+    assert isinstance(recipe, WhisperSettings) and recipe.threads == 3
+    assert WhisperSettings().cpu_threads == 1  # built outside a node
 
 
 def test_whisper_options_reach_its_settings() -> None:

@@ -103,10 +103,10 @@ def child_whole(args: Json) -> Json:
 
     speech = _speech(args)
     if args["engine"] == "whisper":
-        from mediaflow.nodes.whisper_engine import default_threads, shared_model, words_of
+        from mediaflow.nodes.whisper_engine import shared_model, words_of
         from mediaflow.nodes.whisper_models import resolve_model
 
-        model = shared_model(resolve_model("tiny.en"), "int8", default_threads())
+        model = shared_model(resolve_model("tiny.en"), "int8", _node_threads())
         texts = []
         for pcm in speech.pcms:
             audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
@@ -190,11 +190,20 @@ def child_cost_bare(args: Json) -> Json:
     return {"cpu_per_s": cpu / (len(pcm) / 2 / RATE), "finals": finals}
 
 
+def _node_threads() -> int:
+    """The threads a Whisper node's model decodes with in ``mediaflow run`` (its
+    ``threads`` is 0): each host's share of the cores in the pool its settings make."""
+    from mediaflow import EngineSettings
+    from mediaflow.nodes.speech_host import HostPool
+
+    return HostPool.for_settings(EngineSettings.from_env()).threads_per_process
+
+
 def _bare_recognizer(engine: str) -> Any:
     if engine == "whisper":
         from mediaflow.nodes.whisper_engine import WhisperSettings
 
-        return WhisperSettings().build()
+        return WhisperSettings(threads=_node_threads()).build()
     from mediaflow.nodes.pocketsphinx_config import SphinxSearch
     from mediaflow.nodes.speech_recipe import PocketSphinxRecipe
 

@@ -17,11 +17,13 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import Journal
 from mediaflow.engine.pins import Held, Pins
+from mediaflow.engine.services import Services
 from mediaflow.flows import FlowSpec
 from mediaflow.live.hub import LiveHub
 from mediaflow.media import MediaRef, decode_value
@@ -35,11 +37,14 @@ HOLD_S: Final = 86400.0
 after this, in case the node never got to ``unhold``."""
 DAY_S: Final = 86400.0
 
+T = TypeVar("T")
+
 
 class FlowEnv:
     """What the contexts of one flow run share. ``run_id`` is set once the run
     is recorded; ``is_stopping(node)`` answers whether the run is shutting down
-    or that node was told to end (a disabled flow's source, a reloaded one)."""
+    or that node was told to end (a disabled flow's source, a reloaded one);
+    ``services`` are the session's (``ctx.more.shared``)."""
 
     __slots__ = (
         "bus",
@@ -50,6 +55,7 @@ class FlowEnv:
         "loggers",
         "pins",
         "run_id",
+        "services",
         "spec",
         "store",
     )
@@ -63,6 +69,7 @@ class FlowEnv:
         pins: Pins,
         bus: EventBus,
         live: LiveHub,
+        services: Services,
         is_stopping: Callable[[str], bool],
     ) -> None:
         self.spec = spec
@@ -72,6 +79,7 @@ class FlowEnv:
         self.pins = pins
         self.bus = bus
         self.live = live
+        self.services = services
         self.is_stopping = is_stopping
         self.run_id: str | None = None
         self.loggers = {node: logging.getLogger(f"mediaflow.node.{node}") for node in spec.nodes}
@@ -190,6 +198,10 @@ class RunMore:
     def live(self) -> LiveHub:
         """The session's live hub (see :class:`~mediaflow.node.MoreContext`)."""
         return self._ctx._env.live
+
+    def shared(self, make: Callable[[EngineSettings], T]) -> T:
+        """The session's one ``make(settings)`` (see :class:`~mediaflow.node.MoreContext`)."""
+        return self._ctx._env.services.shared(make)
 
     async def flush(self) -> None:
         await self._ctx._env.journal.flush()

@@ -28,6 +28,7 @@ from mediaflow.engine.nodeset import NodeSet
 from mediaflow.engine.pins import Pins
 from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reload import ReloadPlan
+from mediaflow.engine.services import Services
 from mediaflow.engine.state import EngineState
 from mediaflow.engine.state_store import StateStore
 from mediaflow.engine.stats import LatencyWindow
@@ -71,6 +72,7 @@ def wire(
     settings: EngineSettings,
     bus: EventBus,
     live: LiveHub,
+    services: Services,
     state_store: StateStore | None,
 ) -> RunParts:
     """The parts of a run of ``spec``, each handing its ticks to ``dispatch``."""
@@ -86,7 +88,14 @@ def wire(
         yield_every=settings.turn_items,
     )
     env = FlowEnv(
-        spec, journal=journal, store=store, pins=pins, bus=bus, live=live, is_stopping=is_stopping
+        spec,
+        journal=journal,
+        store=store,
+        pins=pins,
+        bus=bus,
+        live=live,
+        services=services,
+        is_stopping=is_stopping,
     )
     nodeset = NodeSet(env)
     executor = NodeExecutor(

@@ -59,6 +59,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.engine.lifecycle import RunLife, executed, ordered_streams, rates, wire
 from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reduce import reduce
+from mediaflow.engine.services import Services
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state import EngineState, Limits, initial_state, is_settled, stream_counts
 from mediaflow.engine.state_store import StateStore
@@ -81,6 +82,7 @@ class FlowRunner:
         queue: EngineQueue,
         store: ArtifactStore,
         consumer: str,
+        services: Services,
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
         live: LiveHub | None = None,
@@ -90,7 +92,8 @@ class FlowRunner:
         with_sources: bool = True,
     ) -> None:
         """``with_sources`` False makes a worker: it runs the flow's other nodes
-        on work the flow's run enqueues, and never sets up or starts a source."""
+        on work the flow's run enqueues, and never sets up or starts a source.
+        ``services``: what its nodes share (``ctx.more.shared``), closed by the caller."""
         self.flow = spec.name
         self.consumer = consumer
         self.bus = bus or EventBus()
@@ -118,6 +121,7 @@ class FlowRunner:
             settings=settings,
             bus=self.bus,
             live=self.live,
+            services=services,
             state_store=state_store,
         )
         self.journal = parts.journal

@@ -38,6 +38,7 @@ from mediaflow.engine.ownership import FlowAlreadyRunning as FlowAlreadyRunning
 from mediaflow.engine.ownership import new_consumer_name, take_run
 from mediaflow.engine.reload import ReloadPlan, plan_reload, retire_streams
 from mediaflow.engine.runner import FlowRunner
+from mediaflow.engine.services import Services
 from mediaflow.engine.snapshot import FlowSnapshot
 from mediaflow.engine.state_store import StateStore
 from mediaflow.engine.trace import TraceWriter
@@ -93,6 +94,7 @@ class FlowSession:
         # The live feeds of this session's cameras: its nodes write them (ctx.more.live),
         # the server beside it reads them. Pass one hub to share it between sessions.
         self.live = live or LiveHub()
+        self.services = Services(self.settings)  # what its nodes share: ctx.more.shared
         self._queue = queue
         self._observers: list[EmissionObserver] = []
         self.runner: FlowRunner | None = None
@@ -159,6 +161,7 @@ class FlowSession:
             queue=queue,
             store=store,
             consumer=consumer,
+            services=self.services,
             settings=self.settings,
             bus=self.bus,
             live=self.live,
@@ -379,6 +382,7 @@ class FlowSession:
         return self._outcome(runner, reason)
 
     async def _close_backends(self) -> None:
+        await self.services.close()  # after the nodes' teardown, which may use them
         if self._backends is None:
             return
         queue, store, state_store = self._backends

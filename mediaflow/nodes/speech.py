@@ -95,7 +95,7 @@ from mediaflow.media import MediaError, MediaRef
 from mediaflow.node import Context, Node
 from mediaflow.nodes.recognizer import Recognizer, RecognizerError
 from mediaflow.nodes.speech_audio import AudioFormatError, is_wav_media_type
-from mediaflow.nodes.speech_host import HostedRecognizer
+from mediaflow.nodes.speech_host import HostedRecognizer, HostPool
 from mediaflow.nodes.speech_options import (
     ISOLATIONS,
     POCKETSPHINX,
@@ -262,25 +262,28 @@ class SpeechNode(Node):
         thread ~0.1-0.4 s while the model loads, and starts a host process first when
         none has room). Raises :class:`RecognizerError` naming the node."""
         self._node = ctx.node
+        # The session's hosts, shared by its speech nodes (none started until needed).
+        pool = ctx.more.shared(HostPool.for_settings)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"speech-{ctx.node}")
         try:
-            recognizer = await self._call(self._build, ctx.more.flow_dir)
+            recognizer = await self._call(self._build, ctx.more.flow_dir, pool)
         except RecognizerError as exc:
             # The same class (ModelNotFound is also a configuration error: exit 2).
             raise type(exc)(f"speech node {ctx.node!r}: {exc}") from exc
         self._stream = SpeechStream(recognizer, partials=self.partials)
 
-    def _build(self, flow_dir: Path) -> Recognizer:
-        recipe = self._recipe(flow_dir)
+    def _build(self, flow_dir: Path, pool: HostPool) -> Recognizer:
+        recipe = self._recipe(flow_dir, pool)
         if self.isolate == "process":
-            return HostedRecognizer(recipe)
+            return HostedRecognizer(recipe, pool)
         return recipe.build()
 
-    def _recipe(self, flow_dir: Path) -> RecognizerRecipe:
+    def _recipe(self, flow_dir: Path, pool: HostPool) -> RecognizerRecipe:
         if self.sphinx is not None:
             return self.sphinx.recipe(flow_dir)
         if self.whisper is not None:
-            return replace(self.whisper, flow_dir=flow_dir)
+            threads = self.whisper.threads or pool.threads_per_process  # 0: automatic
+            return replace(self.whisper, flow_dir=flow_dir, threads=threads)
         assert self.engine is not None  # neither pocketsphinx nor Whisper: another engine
         return EngineRecipe(self.engine, self.engine_options, flow_dir)
 

@@ -7,8 +7,9 @@ convoy: measured with ``python -m bench.scale``, one 720p30 camera next to 16 sp
 nodes lost a third of its JPEGs at capture while the machine was half idle. So the
 built-in engine runs in *recogniser hosts*: a few child processes (``spawn``, one
 per core by default: :class:`~mediaflow.config.SpeechSettings`,
-``MEDIAFLOW_SPEECH_PROCESSES``) shared by every speech node of the process, each
-recogniser living in one host for its whole life.
+``MEDIAFLOW_SPEECH_PROCESSES``), each recogniser living in one host for its whole
+life. Their :class:`HostPool` is shared by the speech nodes of a session
+(``ctx.more.shared(HostPool.for_settings)``) and closed with it.
 
 :class:`HostedRecognizer` is a :class:`~mediaflow.nodes.recognizer.Recognizer` whose
 calls go over a pipe to its host; the node's own thread blocks on the pipe (without
@@ -27,13 +28,14 @@ import contextlib
 import itertools
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from mediaflow.config import SpeechSettings
+from mediaflow.config import EngineSettings
 from mediaflow.nodes.recognizer import Recognizer, Result
 from mediaflow.nodes.speech_recipe import RecognizerRecipe
 
@@ -146,9 +148,26 @@ class HostPool:
         self._size = size
         self._hosts: list[RecognizerHost] = []
         self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def for_settings(cls, settings: EngineSettings) -> HostPool:
+        """A pool of ``settings.speech.processes`` hosts (none started yet): the
+        ``make`` of a session's shared pool (``ctx.more.shared``)."""
+        return cls(settings.speech.processes)
+
+    @property
+    def threads_per_process(self) -> int:
+        """The machine's cores shared out among the hosts, at least one: what a
+        Whisper model decodes with when its ``threads`` is 0 (automatic)."""
+        return max(1, (os.cpu_count() or 1) // self._size)
 
     def acquire(self) -> RecognizerHost:
+        """A host for one more recogniser (started if the pool has room). Raises
+        ``RuntimeError`` once the pool is closed."""
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the speech host pool is closed")
             self._hosts = [host for host in self._hosts if not host.lost]
             if len(self._hosts) < self._size:
                 host = RecognizerHost()
@@ -172,30 +191,28 @@ class HostPool:
         with self._lock:
             return [host.pid for host in self._hosts if host.pid is not None and not host.lost]
 
+    def close(self) -> None:
+        """Stop every host, recognisers in it or not (blocks up to
+        :data:`STOP_TIMEOUT_S` per host). Idempotent."""
+        with self._lock:
+            self._closed = True
+            hosts, self._hosts = self._hosts, []
+        for host in hosts:
+            host.stop()
+
 
 _ids = itertools.count(1)
-_shared: HostPool | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_pool() -> HostPool:
-    """The process's pool, made on first use, as large as its settings say. Raises
-    :class:`~mediaflow.config.ConfigError` for a bad ``MEDIAFLOW_SPEECH_PROCESSES``."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = HostPool(SpeechSettings.from_env().processes)
-        return _shared
 
 
 class HostedRecognizer:
     """A :class:`Recognizer` living in a host process (module doc). Blocks like one."""
 
-    def __init__(self, recipe: RecognizerRecipe, pool: HostPool | None = None) -> None:
-        """Build the recogniser in a host (blocks while it loads its model). Raises
-        what building raised there (:class:`RecognizerError`), or :class:`HostLost`."""
+    def __init__(self, recipe: RecognizerRecipe, pool: HostPool) -> None:
+        """Build the recogniser in a host of ``pool`` (blocks while it loads its
+        model). Raises what building raised there (:class:`RecognizerError`), or
+        :class:`HostLost`."""
         self._recipe = recipe
-        self._pool = pool or shared_pool()
+        self._pool = pool
         self._id = next(_ids)
         self._host: RecognizerHost | None = None
         self._open()

@@ -36,7 +36,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from mediaflow.config import SpeechSettings
 from mediaflow.nodes.recognizer import RecognizerError, Result
 from mediaflow.nodes.voice_activity import (
     SileroVad,
@@ -64,8 +63,10 @@ class WhisperSettings:
 
     ``model``: a name or a directory (:mod:`mediaflow.nodes.whisper_models`).
     ``language``: ``None`` lets a multilingual model detect it (English-only
-    models need none). ``threads``: CTranslate2's threads per decode (0: the
-    cores shared out among the speech host processes).
+    models need none). ``threads``: CTranslate2's threads per decode; 0
+    (automatic): the speech node's share of the cores (its host pool's
+    :attr:`~mediaflow.nodes.speech_host.HostPool.threads_per_process`), one
+    for a recogniser built outside a node (:attr:`cpu_threads`).
     """
 
     model: str = DEFAULT_MODEL
@@ -90,6 +91,11 @@ class WhisperSettings:
             raise ValueError(f"threads must be 0 (automatic) or more; got {self.threads!r}")
         if not self.partial_every_s > 0:
             raise ValueError(f"partial_every_s must be positive; got {self.partial_every_s!r}")
+
+    @property
+    def cpu_threads(self) -> int:
+        """The threads the model decodes with: ``threads``, or one for 0."""
+        return self.threads or 1
 
     def build(self) -> WhisperRecognizer:
         """Load (or share) the model and the voice detector. Raises
@@ -122,12 +128,6 @@ def shared_model(path: str, compute_type: str, threads: int) -> Any:
                 raise RecognizerError(f"whisper model {path} failed to load: {exc}") from exc
             _models[key] = model
         return model
-
-
-def default_threads() -> int:
-    """The cores shared out among the speech host processes (at least one; see
-    :attr:`~mediaflow.config.SpeechSettings.threads_per_process`)."""
-    return SpeechSettings.from_env().threads_per_process
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +167,7 @@ class WhisperRecognizer:
     def __init__(self, settings: WhisperSettings) -> None:
         self.settings = settings
         path = resolve_model(settings.model, flow_dir=settings.flow_dir, download=settings.download)
-        self._model = shared_model(
-            path, settings.compute_type, settings.threads or default_threads()
-        )
+        self._model = shared_model(path, settings.compute_type, settings.cpu_threads)
         try:
             self._vad = SileroVad()
         except VadUnavailable as exc:
