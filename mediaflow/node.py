@@ -171,6 +171,10 @@ class Context(Protocol):
         keeps or holds it, or ends, garbage collection spares every artifact
         saved since this save began; after that the reference must be in a
         message, a keep or a hold to survive.
+
+        In a source, a save that finds the artifact service away waits and tries
+        again until it lands, so the source carries on with the same ``seq``. In
+        any other node, the item is given back and costs no attempt.
         """
         ...
 

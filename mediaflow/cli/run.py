@@ -8,8 +8,9 @@ or a signal, and stops everything in reverse order. ``mediaflow run`` (in
 ``worker`` session: no sources, no sweep, no server) call it; the parser
 wiring stays with them.
 
-Exit codes: 0 done, 1 a runtime failure (a backend, a node's setup), 2 a
-flow-file or setting error (nothing was started).
+Exit codes: 0 done, 1 a runtime failure (a backend, a node's setup, a source
+that ended by an error and was not started again), 2 a flow-file or setting
+error (nothing was started).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mediaflow.cli.listen import announce
 from mediaflow.cli.loop import run_command
 from mediaflow.config import ConfigError, EngineSettings, default_data_dir
+from mediaflow.engine.away import without_userinfo
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
@@ -50,6 +52,8 @@ LOGGED_EVENTS = {
     "engine_recovered": logging.INFO,
     "queue_unavailable": logging.ERROR,
     "queue_available": logging.INFO,
+    "store_unavailable": logging.WARNING,
+    "store_available": logging.INFO,
     "device_lost": logging.WARNING,
     "device_restored": logging.INFO,
     "frames_skipped": logging.WARNING,
@@ -164,7 +168,7 @@ async def run_flow(options: RunOptions) -> int:
     if options.worker and lines is not None:
         # One machine-readable line for scripts and tests: what this executor ran.
         lines.write_line({"worker": outcome.run_id, "items": outcome.items})
-    return 0
+    return report_failed_sources(outcome)
 
 
 def _server_settings(options: RunOptions) -> ServerSettings | None:
@@ -266,6 +270,16 @@ async def log_events(bus: EventBus) -> None:
     async for event in bus.subscribe(types=frozenset(LOGGED_EVENTS)):
         data = " ".join(f"{k}={v}" for k, v in event.data.items())
         log.log(LOGGED_EVENTS[event.type], "%s %s", event.type, data)
+
+
+def report_failed_sources(outcome: RunOutcome) -> int:
+    """One stderr line per source that ended by an error and was not started again
+    (its retries used up, or the run stopped first); the exit code: 1 if any.
+    A capture that stopped for good must not look like a run that went well."""
+    for node, error in sorted(outcome.failed_sources.items()):
+        line = without_userinfo(f"mediaflow: source {node!r} ended by error: {error}")
+        print(line, file=sys.stderr)
+    return 1 if outcome.failed_sources else 0
 
 
 def summarise(outcome: RunOutcome) -> None:

@@ -13,7 +13,10 @@ per seam, which :mod:`.lifecycle` wires and sets up, reshapes and stops:
 :mod:`.execution` (node tasks running batches), :mod:`.loops` (claim, commit,
 leases, backlog), :mod:`.effects` (queue calls in flight), :mod:`.pins` (what
 garbage collection must spare). :mod:`.session` runs a flow from start to clean
-stop; :mod:`.snapshot` is all the outside (HTTP, metrics) reads of a running flow.
+stop (:mod:`.outcome`: how it ended); :mod:`.snapshot` is all the outside (HTTP,
+metrics) reads of a running flow. A store or queue that is away is no node's
+failure: :mod:`.away` decides what that means, :mod:`.outages` makes a source's
+saves wait for the store.
 
 A chunk's way, connector to node: ``PortEmitter.emit`` -> ``RunContext.emit``
 -> ``Journal.emit`` (buffered); the group commit (``Journal.flush``) ->

@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import Journal
+from mediaflow.engine.outages import StoreOutages
 from mediaflow.engine.pins import Held, Pins
 from mediaflow.engine.services import Services
 from mediaflow.flows import FlowSpec
@@ -44,7 +45,8 @@ class FlowEnv:
     """What the contexts of one flow run share. ``run_id`` is set once the run
     is recorded; ``is_stopping(node)`` answers whether the run is shutting down
     or that node was told to end (a disabled flow's source, a reloaded one);
-    ``services`` are the session's (``ctx.more.shared``)."""
+    ``services`` are the session's (``ctx.more.shared``); ``outages`` saves for
+    the sources, riding out a store that is away."""
 
     __slots__ = (
         "bus",
@@ -53,6 +55,7 @@ class FlowEnv:
         "journal",
         "live",
         "loggers",
+        "outages",
         "pins",
         "run_id",
         "services",
@@ -81,6 +84,7 @@ class FlowEnv:
         self.live = live
         self.services = services
         self.is_stopping = is_stopping
+        self.outages = StoreOutages(self.flow, store, bus)
         self.run_id: str | None = None
         self.loggers = {node: logging.getLogger(f"mediaflow.node.{node}") for node in spec.nodes}
 
@@ -146,8 +150,14 @@ class RunContext:
         pins = self._env.pins
         started = time.time()  # before the store records saved_at (see engine.pins)
         token = pins.saving(started)
+        work = self._work
         try:
-            ref = await self._env.store.save(data, media_type, meta)
+            if work is not None and work.kind == "source":
+                # A source cannot be run again where it was: it waits for a store that
+                # is away, then carries on with the same seq (see engine.outages).
+                ref = await self._env.outages.save(self.node, data, media_type, meta)
+            else:
+                ref = await self._env.store.save(data, media_type, meta)
         finally:
             pins.saved(token)
         if self._over:

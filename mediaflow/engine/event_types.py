@@ -45,7 +45,9 @@ _TYPES = (
         "cascade_retry",
         "engine",
         (*_ITEM, "attempt", "retry_in_s", "error"),
-        "a node's run for an item failed and will be retried",
+        "a node's run for an item failed and will be retried (`away`: `store` or"
+        " `queue` when only that being away failed it, which costs no attempt)",
+        "away",
     ),
     EventType(
         "cascade_dropped",
@@ -75,6 +77,18 @@ _TYPES = (
     EventType("engine_recovered", "engine", ("backlog",), "the backlog stopped growing"),
     EventType("queue_unavailable", "engine", ("loop", "error"), "the queue stopped answering"),
     EventType("queue_available", "engine", ("loop",), "the queue answers again"),
+    EventType(
+        "store_unavailable",
+        "engine",
+        (*_NODE, "store", "error"),
+        "a source's save found the artifact store away: it waits and saves again",
+    ),
+    EventType(
+        "store_available",
+        "engine",
+        (*_NODE, "store", "away_s"),
+        "a source's save landed again after the store was away",
+    ),
     EventType("flow_paused", "engine", ("flow",), "the flow was paused"),
     EventType("flow_resumed", "engine", ("flow",), "the flow was resumed"),
     EventType("flow_disabled", "engine", ("flow",), "the flow was disabled"),

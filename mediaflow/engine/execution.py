@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Final
 
+from mediaflow.engine.away import Dependency, away_from
 from mediaflow.engine.commands import Dispatch, StartNodeCommand
 from mediaflow.engine.context import FlowEnv, RunContext
 from mediaflow.engine.journal import GUARD_KEY
@@ -64,6 +65,8 @@ class NodeExecutor:
         self._recalled: set[StreamKey] = set()
         self._sources = {StreamKey(env.flow, n.id) for n in env.spec.sources()}
         self.finished_items = 0
+        # Sources whose last run ended by an error and that have not started again.
+        self.failed_sources: dict[str, str] = {}
 
     def start(self, command: StartNodeCommand) -> None:
         stream = command.stream
@@ -112,11 +115,16 @@ class NodeExecutor:
         with use_store(self._env.store):
             while command is not None:
                 stream = command.stream
-                done, error = await self._run_batch(command)
-                self._dispatch(NodeFinishedTick(stream, command.items[0].entry_id, done, error))
+                done, error, away = await self._run_batch(command)
+                entry_id = command.items[0].entry_id
+                self._dispatch(NodeFinishedTick(stream, entry_id, done, error, away))
                 command = self._next.pop(stream, None)
 
-    async def _run_batch(self, command: StartNodeCommand) -> tuple[int, str | None]:
+    async def _run_batch(
+        self, command: StartNodeCommand
+    ) -> tuple[int, str | None, Dependency | None]:
+        """How many items of the batch succeeded, the error of the one that raised,
+        and the dependency whose being away was the only cause (:func:`.away_from`)."""
         stream, items = command.stream, command.items
         node_id = stream.node
         node = self._nodes[node_id]
@@ -136,12 +144,12 @@ class NodeExecutor:
                         # attempt; wait for the commit loop to get the acks through.
                         await env.journal.flush_when_available()
                 except Exception as exc:  # any other failure: retried like a failed run
-                    return 0, f"could not commit earlier acks first: {exc}"
+                    return 0, f"could not commit earlier acks first: {exc}", None
             with saving_through() as runs:
                 for index, item in enumerate(items):
                     if index:
                         if stream in self._recalled or loop.time() >= deadline:
-                            return index, None
+                            return index, None, None
                         if index % self._yield_every == 0:
                             await asyncio.sleep(0)
                     payload = item.payload
@@ -160,16 +168,16 @@ class NodeExecutor:
                             for port, value in outputs.items():
                                 await ctx.emit(port, value)
                     except asyncio.CancelledError:
-                        return index, "cancelled while stopping"
+                        return index, "cancelled while stopping", None
                     except Exception as exc:
                         attempt = command.attempt if index == 0 else 1
-                        return index, _failed(node_id, item, attempt, exc)
+                        return index, *_failed(node_id, item, attempt, exc)
                     finally:
                         ctx.end()  # what the node saved and did not emit, it dropped
         except asyncio.CancelledError:
             # Cancelled between items (stopping): the item at ``index`` never ran.
-            return index, None
-        return len(items), None
+            return index, None, None
+        return len(items), None, None
 
     def _stale(self, node_id: str, item: WorkItem, guard: str) -> bool:
         """Whether ``item`` came from an earlier generation of its source (which
@@ -187,17 +195,20 @@ class NodeExecutor:
 
     async def _run_source(
         self, node_id: str, node: Node, item: WorkItem, attempt: int
-    ) -> tuple[int, str | None]:
-        """Run a source for as long as it runs; a source cancelled while stopping ended."""
+    ) -> tuple[int, str | None, Dependency | None]:
+        """Run a source for as long as it runs; a source cancelled while stopping ended.
+        Its saves wait for a store that is away (:class:`~.outages.StoreOutages`)."""
         env = self._env
         bus, flow = env.bus, env.flow
         bus.publish(
             "source_started", {"flow": flow, "node": node_id, "redelivery": item.redelivery}
         )
+        self.failed_sources.pop(node_id, None)
         ctx = RunContext(env, node_id, {}, item)
         if node.guarded:
             env.journal.guards[node_id] = uuid.uuid4().hex[:16]  # a new generation
         error: str | None = None
+        away: Dependency | None = None
         self.finished_items += 1
         try:
             with saving_through(ctx):
@@ -206,16 +217,33 @@ class NodeExecutor:
             if not env.is_stopping(node_id):
                 error = "cancelled while stopping"
         except Exception as exc:
-            error = _failed(node_id, item, attempt, exc)
+            error, away = _failed(node_id, item, attempt, exc)
         finally:
             ctx.end()
         bus.publish("source_ended", {"flow": flow, "node": node_id, "error": error})
-        return (1, None) if error is None else (0, error)
+        if error is not None:
+            self.failed_sources[node_id] = error
+        return (1, None, None) if error is None else (0, error, away)
 
 
-def _failed(node_id: str, item: WorkItem, attempt: int, exc: Exception) -> str:
-    """Log a node's failure on ``item``; the error as the reducer gets it."""
+def _failed(
+    node_id: str, item: WorkItem, attempt: int, exc: Exception
+) -> tuple[str, Dependency | None]:
+    """Log a node's failure on ``item``; the error as the reducer gets it, and the
+    dependency whose being away was the only cause (no traceback then: the error
+    says which, and the node did nothing wrong)."""
     error = f"{type(exc).__name__}: {exc}"
+    away = away_from(exc)
+    if away is not None:
+        log.warning(
+            "node %r could not run item %s: the %s is away (%s); it runs again later,"
+            " costing no attempt",
+            node_id,
+            item.entry_id,
+            away,
+            error,
+        )
+        return error, away
     log.warning(
         "node %r failed on item %s (attempt %d): %s",
         node_id,
@@ -224,4 +252,4 @@ def _failed(node_id: str, item: WorkItem, attempt: int, exc: Exception) -> str:
         error,
         exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
     )
-    return error
+    return error, None

@@ -12,8 +12,11 @@ as tables (``tests/test_reduce.py``) and replay exactly (:mod:`.trace`):
   so chunks reach it in the order they were emitted however many are in flight;
 * retry: a node that raises is re-run after a doubling backoff while its later
   items wait behind it; after ``max_attempts`` the item is dead-lettered with a
-  ``cascade_dropped`` event; ``max_deliveries``: an item the queue delivered
-  too often (it crashed the process each time) is dead-lettered on arrival;
+  ``cascade_dropped`` event (:mod:`.reports` builds the events); a run that
+  failed only because the store or the queue was away costs no attempt and is
+  never dead-lettered for it (:mod:`.away`); ``max_deliveries``: an item the
+  queue delivered too often (it crashed the process each time) is dead-lettered
+  on arrival;
 * flow control and health (pause, step, stop, the backlog): :mod:`.control`;
 * sharing ordered streams with the flow's other executors: :mod:`.leasing`.
 
@@ -29,12 +32,10 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import assert_never
 
-from mediaflow.engine import admission, control, leasing, rates
+from mediaflow.engine import admission, control, leasing, rates, reports
 from mediaflow.engine.commands import (
     AckCommand,
     Command,
-    DeadLetterCommand,
-    PublishEventCommand,
     ReleaseCommand,
     StartNodeCommand,
     WakeAtCommand,
@@ -157,7 +158,7 @@ def admit(
         node = state.nodes.get(item.stream)
         if node is None:
             reason = f"no node {item.stream.node!r} in flow {item.stream.flow!r} to run it"
-            commands.extend(_dropped(item, reason, 0))
+            commands.extend(reports.dropped(item, reason, 0))
         elif state.stopping:
             released.append(item.entry_id)
         elif _lease_lost(node):
@@ -175,7 +176,7 @@ def admit(
                 f"delivered {item.deliveries} times "
                 f"(MEDIAFLOW_MAX_DELIVERIES={limits.max_deliveries})"
             )
-            commands.extend(_dropped(item, reason, 0))
+            commands.extend(reports.dropped(item, reason, 0))
         else:
             arrivals.setdefault(item.stream, []).append(item)
     if released:
@@ -237,7 +238,7 @@ def start_ready(
             node = rates.open_window(stream, node, now, commands)
         batch = _next_batch(node, single=stepping)
         if stepping:
-            commands.append(_stepped_event(batch[0]))
+            commands.append(reports.stepped_event(batch[0]))
         attempt = node.attempt + 1 if node.retry_at is not None else 1
         # After a crash, acks are made durable before each item starts, so if
         # it kills the process again only it is delivered once more
@@ -305,7 +306,7 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
     elif done:
         commands.append(AckCommand(tuple(item.entry_id for item in batch[:done])))
     unstarted = batch[done:]
-    attempt, retry_at = 0, None
+    attempt, retry_at, away = 0, None, 0
     if tick.error is not None and unstarted:
         failed, unstarted = unstarted[0], unstarted[1:]
         attempt = node.attempt if done == 0 else 1
@@ -313,14 +314,26 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
             # Shutting down: leave the item for the next run instead of burning attempts.
             commands.append(ReleaseCommand((failed.entry_id,), started=True))
             attempt = 0
+        elif tick.away is not None:
+            # Not the item's failure (the store or the queue is away): it runs again
+            # after a wait that grows, counting this attempt again, and is never
+            # dead-lettered for it.
+            away = node.away + 1 if done == 0 else 1
+            retry_at = now + backoff_s(state.limits, away)
+            unstarted = (failed, *unstarted)
+            commands.append(WakeAtCommand(retry_at))
+            commands.append(
+                reports.retry_event(failed, attempt, retry_at - now, tick.error, away=tick.away)
+            )
+            attempt -= 1
         elif attempt >= state.limits.max_attempts:
-            commands.extend(_dropped(failed, tick.error, attempt))
+            commands.extend(reports.dropped(failed, tick.error, attempt))
             attempt = 0
         else:
             retry_at = now + backoff_s(state.limits, attempt)
             unstarted = (failed, *unstarted)
             commands.append(WakeAtCommand(retry_at))
-            commands.append(_retry_event(failed, attempt, retry_at - now, tick.error))
+            commands.append(reports.retry_event(failed, attempt, retry_at - now, tick.error))
     waiting = (*unstarted, *node.waiting) if unstarted else node.waiting
     if waiting and _lease_lost(node):
         # Lost while the batch ran (leasing._forget_lines): the new holder runs the rest.
@@ -329,61 +342,19 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
         commands.append(ReleaseCommand(tuple(item.entry_id for item in waiting)))
         waiting = ()
     finished = replace(
-        node, waiting=waiting, running=(), attempt=attempt, retry_at=retry_at, recalled=False
+        node,
+        waiting=waiting,
+        running=(),
+        attempt=attempt,
+        retry_at=retry_at,
+        away=away,
+        recalled=False,
     )
     nodes = {**state.nodes, stream: finished}
     if not node.caught_up:
         # Room freed in a line whose work waits on disk: the claimer may fetch.
         commands.append(WakeClaimerCommand())
     return start_ready(replace(state, nodes=nodes), (stream,), now, commands)
-
-
-def _stepped_event(item: WorkItem) -> PublishEventCommand:
-    """Which item a step of a paused flow started (the step's answer)."""
-    return PublishEventCommand(
-        "flow_stepped",
-        {
-            "flow": item.stream.flow,
-            "node": item.stream.node,
-            "entry_id": item.entry_id,
-            "seq": item.seq,
-            "deliveries": item.deliveries,
-            "enqueued_at": item.enqueued_at,
-        },
-    )
-
-
-def _retry_event(item: WorkItem, attempt: int, delay: float, error: str) -> PublishEventCommand:
-    return PublishEventCommand(
-        "cascade_retry",
-        {
-            "flow": item.stream.flow,
-            "node": item.stream.node,
-            "entry_id": item.entry_id,
-            "seq": item.seq,
-            "attempt": attempt,
-            "retry_in_s": delay,
-            "error": error,
-        },
-    )
-
-
-def _dropped(item: WorkItem, reason: str, attempts: int) -> list[Command]:
-    return [
-        DeadLetterCommand(item, reason),
-        PublishEventCommand(
-            "cascade_dropped",
-            {
-                "flow": item.stream.flow,
-                "node": item.stream.node,
-                "entry_id": item.entry_id,
-                "seq": item.seq,
-                "deliveries": item.deliveries,
-                "attempts": attempts,
-                "reason": reason,
-            },
-        ),
-    ]
 
 
 def _count_by_stream(items: Iterable[WorkItem]) -> dict[StreamKey, int]:

@@ -218,6 +218,7 @@ class FlowRunner:
             stopping=state.stopping,
             disabled=self.flow in state.disabled,
             finished_items=parts.executor.finished_items,
+            failed_sources=dict(parts.executor.failed_sources),
             started_items=dict(parts.latency.totals),
         )
 

@@ -26,14 +26,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import EmissionObserver
+from mediaflow.engine.outcome import RunOutcome as RunOutcome
+from mediaflow.engine.outcome import StopReason as StopReason
 from mediaflow.engine.ownership import FlowAlreadyRunning as FlowAlreadyRunning
 from mediaflow.engine.ownership import new_consumer_name, take_run
 from mediaflow.engine.reload import ReloadPlan, plan_reload, retire_streams
@@ -52,22 +53,12 @@ from mediaflow.store import ArtifactStore, open_store
 
 log = logging.getLogger("mediaflow.engine")
 
-StopReason = Literal["idle", "time", "signal", "stopped", "error"]
 IDLE_POLL_S = 0.005
 STEP_WAIT_S = 2.0
 
 
 class FlowStateError(RuntimeError):
     """The flow is not in a state that allows this (a step while running, say)."""
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    run_id: str
-    resumed: bool
-    reason: StopReason
-    items: int
-    duration_s: float
 
 
 class FlowSession:
@@ -391,10 +382,12 @@ class FlowSession:
         await asyncio.to_thread(state_store.close)
 
     def _outcome(self, runner: FlowRunner, reason: StopReason) -> RunOutcome:
+        snapshot = runner.snapshot()
         return RunOutcome(
             run_id=self.run_id,
             resumed=self.resumed,
             reason=reason,
-            items=runner.snapshot().finished_items,
+            items=snapshot.finished_items,
             duration_s=time.monotonic() - self._started_at,
+            failed_sources=snapshot.failed_sources,
         )

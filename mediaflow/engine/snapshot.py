@@ -26,6 +26,8 @@ class FlowSnapshot:
     ``lines``: per stream, items held in memory and not running, and whether one runs.
     ``finished_items``: node runs this process finished; ``started_items``: per
     node, items that reached its run (emit-to-start latency recorded).
+    ``failed_sources``: per source whose last run ended by an error and that has
+    not started again, that error.
     """
 
     spec: FlowSpec
@@ -39,6 +41,7 @@ class FlowSnapshot:
     started_items: Mapping[str, int]
     disabled: bool = False
     told: Mapping[tuple[str, str], tuple[Any, Mapping[str, int]]] = field(default_factory=dict)
+    failed_sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def status(self) -> str:

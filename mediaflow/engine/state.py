@@ -45,8 +45,10 @@ class StreamState:
     The line: ``waiting`` is sorted by ``seq``. ``running`` is the batch the
     node's task runs, in order (empty when idle). ``attempt`` counts the runs of
     the head item: ``running[0]`` while it runs, ``waiting[0]`` while a retry
-    backs off until ``retry_at``. ``recalled``: the running batch was told to
-    stop after its current item (pause, stop).
+    backs off until ``retry_at``; ``away`` counts the runs in a row that failed
+    only because a dependency was away, which cost no attempt and lengthen the
+    backoff. ``recalled``: the running batch was told to stop after its current
+    item (pause, stop).
 
     Admission (:mod:`.admission`): ``caught_up``, nothing older of the stream
     waits on disk, so its new emissions may be claimed at enqueue without
@@ -74,6 +76,7 @@ class StreamState:
     running: tuple[WorkItem, ...] = ()
     attempt: int = 0
     retry_at: float | None = None
+    away: int = 0
     recalled: bool = False
     caught_up: bool = False
     careful: bool = False

@@ -97,14 +97,17 @@ class BacklogBehindTick:
 @dataclass(frozen=True, slots=True)
 class NodeFinishedTick:
     """The batch whose first item is ``entry_id`` ended after its first ``done``
-    items succeeded. ``error``: item ``done`` raised it. Without an error and
-    ``done`` short of the batch, the rest never started (recalled, or the node
-    yielded its turn)."""
+    items succeeded. ``error``: item ``done`` raised it; ``away``: ``"store"`` or
+    ``"queue"`` when it raised only because that was away
+    (:func:`~.away.away_from`), which is not the item's failure. Without an error
+    and ``done`` short of the batch, the rest never started (recalled, or the
+    node yielded its turn)."""
 
     stream: StreamKey
     entry_id: str = field(metadata={"trace": "id"})
     done: int
     error: str | None = None
+    away: str | None = None
     type: Literal["node_finished"] = "node_finished"
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TypeAlias
 
 from mediaflow.store.files import PartFile
@@ -48,6 +50,24 @@ async def fill_part(part: PartFile, chunks: AsyncIterable[Chunk]) -> None:
         elif writing is not None and not writing.cancelled():
             writing.exception()  # retrieved: the error that is propagating wins
         raise
+
+
+@asynccontextmanager
+async def spooled(chunks: AsyncIterable[Chunk], tmp_dir: Path) -> AsyncIterator[Path]:
+    """``chunks`` written to a temp file in ``tmp_dir``, for a save that may have to
+    read them more than once (an iterator cannot be replayed). Constant memory, as
+    :func:`fill_part`. The file is removed on the way out. Its name is a part's,
+    so a process that crashes meanwhile leaves it to the store's sweep of stale
+    parts. Raises what writing raises (``OSError``), or what the iterator raises.
+    """
+    await asyncio.to_thread(tmp_dir.mkdir, parents=True, exist_ok=True)
+    part = await asyncio.to_thread(PartFile, tmp_dir)
+    try:
+        await fill_part(part, chunks)
+        yield part.path
+    finally:
+        # The thread finishes the removal even if this await is cancelled.
+        await asyncio.to_thread(part.discard)
 
 
 def check_chunk(chunk: object) -> Chunk:
