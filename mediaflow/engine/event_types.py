@@ -75,6 +75,26 @@ _TYPES = (
     EventType("engine_recovered", "engine", ("backlog",), "the backlog stopped growing"),
     EventType("queue_unavailable", "engine", ("loop", "error"), "the queue stopped answering"),
     EventType("queue_available", "engine", ("loop",), "the queue answers again"),
+    EventType(
+        "forward_unavailable",
+        "forward",
+        ("flow", "error"),
+        "an edge box cannot reach the shared queue or the artifact service; it keeps"
+        " capturing into its own journal",
+    ),
+    EventType(
+        "forward_available",
+        "forward",
+        ("flow", "away_s"),
+        "an edge box reaches the shared queue and the service again and catches up",
+    ),
+    EventType(
+        "forward_lost",
+        "forward",
+        ("flow", "node", "items"),
+        "items an edge box could not forward: their artifacts were evicted before the"
+        " link came back",
+    ),
     EventType("flow_paused", "engine", ("flow",), "the flow was paused"),
     EventType("flow_resumed", "engine", ("flow",), "the flow was resumed"),
     EventType("flow_disabled", "engine", ("flow",), "the flow was disabled"),

@@ -25,6 +25,7 @@ from mediaflow.config import ConfigError, EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowSession, RunOutcome, StopReason
 from mediaflow.flows import FlowSpec
+from mediaflow.forward import Forwarding, ForwardSettings, start_forwarding
 from mediaflow.gc import GcSettings, PeriodicSweep, start_periodic
 from mediaflow.process.reload import serve_reloads
 from mediaflow.queue import QueueError
@@ -83,11 +84,18 @@ class FlowProcess:
         flow_file: Path | None = None,
         watch: bool = False,
         worker: bool = False,
+        forward: ForwardSettings | None = None,
         bus: EventBus | None = None,
     ) -> None:
         self.bus = bus or EventBus()
         self.session = FlowSession(
-            spec, data_dir, queue_url=queue_url, settings=settings, bus=self.bus, worker=worker
+            spec,
+            data_dir,
+            queue_url=queue_url,
+            settings=settings,
+            bus=self.bus,
+            worker=worker,
+            edge=forward is not None,
         )
         self.data_dir = data_dir
         self.host = host
@@ -104,11 +112,18 @@ class FlowProcess:
         self._sweeping: PeriodicSweep | None = None
         self._served: tuple[AppState, web.AppRunner] | None = None
         self._reloads: asyncio.Task[None] | None = None
+        self._forward = forward
+        self.forwarding: Forwarding | None = None
+        """The forwarder of an edge box (with ``forward``), once started."""
 
     async def start(self) -> None:
         """Start the session, then the sweep, the server and the reload watcher."""
         await self.session.start()
         try:
+            if self._forward is not None:
+                self.forwarding = start_forwarding(
+                    self.session, self._forward, lease_ms=self.session.settings.lease_ms
+                )
             if not self._worker:  # garbage collection is the run's job, not a worker's
                 try:
                     self._sweeping = start_periodic(
@@ -150,7 +165,9 @@ class FlowProcess:
 
     async def wait(self, *, for_s: float | None = None, until_idle: bool = False) -> StopReason:
         """Wait until the run ends on its own: ``time`` after ``for_s``, ``idle``
-        once drained with ``until_idle``; with neither, until cancelled."""
+        once drained with ``until_idle`` (on an edge box, once forwarded too:
+        the forwarded work is the journal's until then); with neither, until
+        cancelled."""
         return await self.session.wait(for_s=for_s, until_idle=until_idle)
 
     async def stop(self, reason: StopReason = "stopped") -> RunOutcome:
@@ -159,6 +176,9 @@ class FlowProcess:
         return await self.session.stop(reason)
 
     async def _stop_beside(self) -> None:
+        if self.forwarding is not None:
+            forwarding, self.forwarding = self.forwarding, None
+            await forwarding.stop()
         if self._reloads is not None:
             self._reloads.cancel()
             await asyncio.gather(self._reloads, return_exceptions=True)

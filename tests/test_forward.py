@@ -1,0 +1,153 @@
+"""An edge box that rides out its uplink (issue 27): the flow's run journals and
+stores locally, and its forwarder carries the other nodes' work to a real Redis
+and a real artifact service (``mediaflow serve``, a child process), while both are
+stopped and started again under it.
+
+What must hold whatever the timing: every item reaches the shared queue once, in
+the order the source emitted it, and every artifact it references is on the
+service before anyone can claim the item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from mediaflow import Context, FlowBuilder, Node
+from mediaflow.config import StoreSettings
+from mediaflow.forward import ForwardSettings, forwarded_streams
+from mediaflow.forward.plan import CURSOR_NODE, read_cursors
+from mediaflow.process import FlowProcess
+from mediaflow.queue import open_queue
+from mediaflow.queue.contract import StreamKey, WorkItem
+from tests.redis_server import RedisServer
+from tests.store_service import TOKEN, Service, start_service
+
+CHUNKS = 60
+
+
+class Chunks(Node):
+    """A source of ``CHUNKS`` small audio artifacts, one every 30 ms, each naming its seq."""
+
+    outputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
+
+    async def run(self, ctx: Context) -> None:
+        for seq in range(CHUNKS):
+            payload = f"chunk {seq} ".encode() * 40
+            ref = await ctx.save_artifact(payload, "audio/x-test", {"seq": seq})
+            await ctx.emit("audio", ref)
+            await asyncio.sleep(0.03)
+
+
+class Heard(Node):
+    """Where the chunks are consumed: on the shared side (it never runs here)."""
+
+    inputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
+
+    async def run(self, ctx: Context) -> None:
+        return None
+
+
+class Local(Node):
+    """A consumer on the box itself (``edge = true``): it runs on the local journal."""
+
+    inputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
+    seen: ClassVar[list[int]] = []
+
+    async def run(self, ctx: Context) -> None:
+        Local.seen.append(ctx.inputs["audio"].meta["seq"])
+
+
+def edge_flow() -> Any:
+    return (
+        FlowBuilder("edge")
+        .add("mic", Chunks)
+        .add("heard", Heard, inputs={"audio": "mic.audio"})
+        .add("local", Local, inputs={"audio": "mic.audio"}, edge=True)
+        .build()
+    )
+
+
+async def shared_items(redis: RedisServer, stream: StreamKey) -> list[WorkItem]:
+    queue = open_queue(redis.url, Path("/nonexistent"))
+    try:
+        return await queue.claim("check", {stream: 10 * CHUNKS})
+    finally:
+        await queue.close()
+
+
+def test_the_streams_a_box_forwards_are_its_central_nodes() -> None:
+    spec = edge_flow()
+    assert forwarded_streams(spec) == [StreamKey("edge", "heard")]
+
+
+async def test_a_box_forwards_every_chunk_once_in_order_through_outages(
+    tmp_path: Path, durable_redis_server: RedisServer
+) -> None:
+    Local.seen.clear()
+    service = start_service(tmp_path / "central")
+    port = int(service.url.rsplit(":", 1)[1])
+    service.stop()  # the uplink is down when the box starts
+    settings = ForwardSettings(
+        queue_url=durable_redis_server.url, store=StoreSettings(service.url, TOKEN)
+    )
+    process = FlowProcess(edge_flow(), tmp_path / "box", forward=settings)
+    events = process.bus.subscribe(
+        types=frozenset({"forward_unavailable", "forward_available", "forward_lost"})
+    )
+    restarted: list[Service] = []
+    await process.start()
+    try:
+        await _next(events, "forward_unavailable")
+        restarted.append(await asyncio.to_thread(start_service, tmp_path / "central", port=port))
+        await _next(events, "forward_available")
+        await asyncio.to_thread(durable_redis_server.stop)  # the queue goes too, mid-run
+        await _next(events, "forward_unavailable")
+        await asyncio.to_thread(durable_redis_server.start)
+        await _next(events, "forward_available")
+        assert await process.wait(for_s=60, until_idle=True) == "idle"
+    finally:
+        await process.stop()
+        for running in restarted:
+            running.stop()
+    items = await shared_items(durable_redis_server, StreamKey("edge", "heard"))
+    seqs = [item.payload["value"]["$ref"]["meta"]["seq"] for item in items]
+    assert seqs == list(range(CHUNKS)), "each chunk once, in the order emitted"
+    assert all(item.payload["src"] == "mic.audio" for item in items)
+    digests = {item.payload["value"]["$ref"]["digest"] for item in items}
+    assert all(restarted[0].has(digest) for digest in digests)
+    assert Local.seen == list(range(CHUNKS)), "the box's own consumer ran from its journal"
+    latest = await _latest(durable_redis_server)
+    assert read_cursors(latest, _edge_id(tmp_path / "box")) == {"heard": CHUNKS}
+    assert latest[("mic", "audio")]["$ref"]["meta"]["seq"] == CHUNKS - 1
+
+
+async def _next(events: Any, kind: str, timeout_s: float = 30.0) -> None:
+    while True:
+        event = await events.get(timeout=timeout_s)
+        if event is None:
+            pytest.fail(f"no {kind} event in {timeout_s} s")
+        if event.type == kind:
+            return
+
+
+async def _latest(redis: RedisServer) -> dict[tuple[str, str], Any]:
+    queue = open_queue(redis.url, Path("/nonexistent"))
+    try:
+        return await queue.latest("edge")
+    finally:
+        await queue.close()
+
+
+def _edge_id(data_dir: Path) -> str:
+    return (data_dir / "edge-id").read_text().strip()
+
+
+def test_cursor_node_is_no_node_name() -> None:
+    from mediaflow.flows.spec import NAME_RE
+
+    assert not NAME_RE.match(CURSOR_NODE)
