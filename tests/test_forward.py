@@ -11,7 +11,7 @@ service before anyone can claim the item.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,11 +19,15 @@ import pytest
 
 from mediaflow import Context, FlowBuilder, Node
 from mediaflow.config import StoreSettings
-from mediaflow.forward import ForwardSettings, forwarded_streams
+from mediaflow.engine.events import EventBus
+from mediaflow.forward import Forwarder, ForwardSettings, forwarded_streams
 from mediaflow.forward.plan import CURSOR_NODE, read_cursors
 from mediaflow.process import FlowProcess
 from mediaflow.queue import open_queue
-from mediaflow.queue.contract import StreamKey, WorkItem
+from mediaflow.queue.contract import NewItem, QueueUnavailable, StreamKey, WorkItem
+from mediaflow.queue.sqlite import SqliteQueue
+from mediaflow.store import ArtifactStore
+from mediaflow.store.service import ServiceClient
 from tests.redis_server import RedisServer
 from tests.store_service import TOKEN, Service, start_service
 
@@ -151,3 +155,48 @@ def test_cursor_node_is_no_node_name() -> None:
     from mediaflow.flows.spec import NAME_RE
 
     assert not NAME_RE.match(CURSOR_NODE)
+
+
+class AckFailsOnce(SqliteQueue):
+    """The box's own journal, whose first ack fails: the forwarder has committed
+    to the shared queue and cannot record that here (a crash at that point)."""
+
+    failed = False
+
+    async def ack(self, entry_ids: Sequence[str]) -> int:
+        if not self.failed:
+            self.failed = True
+            raise QueueUnavailable("the box's journal did not answer")
+        return await super().ack(entry_ids)
+
+
+async def test_items_committed_but_not_acked_here_are_not_sent_twice(
+    tmp_path: Path, fresh_redis: RedisServer
+) -> None:
+    stream = StreamKey("edge", "heard")
+    local = AckFailsOnce(tmp_path / "queue.sqlite3")
+    payloads = [{"src": "mic.level", "port": "level", "value": n, "at": 1.0} for n in range(5)]
+    await local.commit([NewItem(stream, "emission", p, claim=False) for p in payloads])
+    shared = open_queue(fresh_redis.url, tmp_path)
+    nowhere = ServiceClient("http://127.0.0.1:9")  # no artifacts here: never asked
+    forwarder = Forwarder(
+        "edge",
+        lambda: [stream],
+        edge="box",
+        local=local,
+        store=ArtifactStore(tmp_path / "store"),
+        shared=shared,
+        uploads=nowhere,
+        bus=EventBus(),
+    )
+    try:
+        with pytest.raises(QueueUnavailable):
+            await forwarder.forward_once()
+        assert await forwarder.forward_once() == 5  # found again, below the cursor: acked
+        assert await forwarder.forward_once() == 0
+        assert (await local.backlog()).get(stream) is None
+    finally:
+        await shared.close()
+        await local.close()
+    items = await shared_items(fresh_redis, stream)
+    assert [item.payload["value"] for item in items] == list(range(5))
