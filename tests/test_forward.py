@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import aiohttp
 import pytest
 
 from mediaflow import Context, FlowBuilder, Node
@@ -99,7 +100,7 @@ async def test_a_box_forwards_every_chunk_once_in_order_through_outages(
     settings = ForwardSettings(
         queue_url=durable_redis_server.url, store=StoreSettings(service.url, TOKEN)
     )
-    process = FlowProcess(edge_flow(), tmp_path / "box", forward=settings)
+    process = FlowProcess(edge_flow(), tmp_path / "box", forward=settings, port=0)
     events = process.bus.subscribe(
         types=frozenset({"forward_unavailable", "forward_available", "forward_lost"})
     )
@@ -114,6 +115,7 @@ async def test_a_box_forwards_every_chunk_once_in_order_through_outages(
         await asyncio.to_thread(durable_redis_server.start)
         await _next(events, "forward_available")
         assert await process.wait(for_s=60, until_idle=True) == "idle"
+        shown = await _forward_shown(process)
     finally:
         await process.stop()
         for running in restarted:
@@ -125,9 +127,30 @@ async def test_a_box_forwards_every_chunk_once_in_order_through_outages(
     digests = {item.payload["value"]["$ref"]["digest"] for item in items}
     assert all(restarted[0].has(digest) for digest in digests)
     assert Local.seen == list(range(CHUNKS)), "the box's own consumer ran from its journal"
+    api, metrics = shown
+    assert api["link_up"] is True and api["backlog_items"] == 0 and api["lost_items"] == 0
+    assert api["forwarded_items"] == CHUNKS and api["forwarded_bytes"] > 0
+    assert api["last_forward_at"] is not None
+    assert f'mediaflow_forward_items_total{{flow="edge"}} {CHUNKS}.0' in metrics
+    assert 'mediaflow_forward_backlog_items{flow="edge"} 0.0' in metrics
     latest = await _latest(durable_redis_server)
     assert read_cursors(latest, _edge_id(tmp_path / "box")) == {"heard": CHUNKS}
     assert latest[("mic", "audio")]["$ref"]["meta"]["seq"] == CHUNKS - 1
+
+
+async def _forward_shown(process: FlowProcess) -> tuple[dict[str, Any], str]:
+    """``forward`` of ``/api/flows/edge`` once its backlog reads empty, and ``/metrics``."""
+    assert process.url is not None
+    async with aiohttp.ClientSession() as client:
+        for _ in range(100):
+            async with client.get(f"{process.url}/api/flows/edge") as response:
+                assert response.status == 200
+                shown: dict[str, Any] = (await response.json())["forward"]
+            if shown["backlog_items"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        async with client.get(f"{process.url}/metrics") as response:
+            return shown, await response.text()
 
 
 async def _next(events: Any, kind: str, timeout_s: float = 30.0) -> None:

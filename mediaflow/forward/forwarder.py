@@ -78,6 +78,18 @@ class ForwardStatus:
     backlog_items: int
     backlog_seconds: float
 
+    def to_json(self) -> dict[str, Any]:
+        """As ``/api/flows/{flow}`` shows it (``forward``)."""
+        return {
+            "link_up": self.link_up,
+            "backlog_items": self.backlog_items,
+            "backlog_s": round(self.backlog_seconds, 3),
+            "forwarded_items": self.forwarded_items,
+            "forwarded_bytes": self.forwarded_bytes,
+            "lost_items": self.lost_items,
+            "last_forward_at": self.last_forward_at,
+        }
+
 
 class Forwarder:
     """Forward the ``streams()`` of ``flow`` from ``local`` to ``shared`` (module doc).

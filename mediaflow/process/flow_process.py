@@ -160,6 +160,9 @@ class FlowProcess:
             await state.close()
             raise
         self._served = (state, runner)
+        if self.forwarding is not None:
+            forwarder = self.forwarding.forwarder
+            state.forwarding[self.session.spec.name] = lambda: forwarder.status
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{bound_port(runner)}"
 
