@@ -19,30 +19,36 @@ import aiohttp
 import pytest
 
 from mediaflow import Context, FlowBuilder, Node
-from mediaflow.config import StoreSettings
+from mediaflow.config import EngineSettings, StoreSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.forward import Forwarder, ForwardSettings, forwarded_streams
 from mediaflow.forward.plan import CURSOR_NODE, read_cursors
+from mediaflow.gc import GcSettings
 from mediaflow.process import FlowProcess
 from mediaflow.queue import open_queue
 from mediaflow.queue.contract import NewItem, QueueUnavailable, StreamKey, WorkItem
 from mediaflow.queue.sqlite import SqliteQueue
 from mediaflow.store import ArtifactStore
 from mediaflow.store.service import ServiceClient
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, free_port
 from tests.store_service import TOKEN, Service, start_service
 
 CHUNKS = 60
 
 
 class Chunks(Node):
-    """A source of ``CHUNKS`` small audio artifacts, one every 30 ms, each naming its seq."""
+    """A source of ``CHUNKS`` audio artifacts of about ``size`` bytes, one every 30 ms,
+    each naming its seq."""
 
     outputs: ClassVar[Mapping[str, str]] = {"audio": "audio"}
 
+    def __init__(self, size: int = 400) -> None:
+        self.size = size
+
     async def run(self, ctx: Context) -> None:
         for seq in range(CHUNKS):
-            payload = f"chunk {seq} ".encode() * 40
+            line = f"chunk {seq} ".encode()
+            payload = line * (self.size // len(line))
             ref = await ctx.save_artifact(payload, "audio/x-test", {"seq": seq})
             await ctx.emit("audio", ref)
             await asyncio.sleep(0.03)
@@ -67,10 +73,10 @@ class Local(Node):
         Local.seen.append(ctx.inputs["audio"].meta["seq"])
 
 
-def edge_flow() -> Any:
+def edge_flow(size: int = 400) -> Any:
     return (
         FlowBuilder("edge")
-        .add("mic", Chunks)
+        .add("mic", Chunks, size=size)
         .add("heard", Heard, inputs={"audio": "mic.audio"})
         .add("local", Local, inputs={"audio": "mic.audio"}, edge=True)
         .build()
@@ -223,3 +229,52 @@ async def test_items_committed_but_not_acked_here_are_not_sent_twice(
         await local.close()
     items = await shared_items(fresh_redis, stream)
     assert [item.payload["value"] for item in items] == list(range(5))
+
+
+async def test_a_box_over_its_cap_gives_up_the_oldest_and_forwards_the_rest(
+    tmp_path: Path, fresh_redis: RedisServer
+) -> None:
+    Local.seen.clear()
+    url = f"http://127.0.0.1:{free_port()}"  # the service is not there yet
+    box = tmp_path / "box"
+    cap = 100_000  # 60 chunks of 4 kB make 240 kB
+    process = FlowProcess(
+        edge_flow(size=4000),
+        box,
+        forward=ForwardSettings(queue_url=fresh_redis.url, store=StoreSettings(url, TOKEN)),
+        settings=EngineSettings(lease_ms=1500),  # the run's GC horizon moves every 0.5 s
+        gc_settings=GcSettings(interval_s=0, max_bytes=cap, cap_check_s=0.05, grace_s=0),
+    )
+    events = process.bus.subscribe(types=frozenset({"forward_lost", "artifact_evicted"}))
+    services: list[Service] = []
+    await process.start()
+    try:
+        forwarding = process.forwarding
+        assert forwarding is not None
+        store = ArtifactStore(box)
+        for _ in range(600):
+            settled = len(Local.seen) == CHUNKS and store.total_bytes() <= cap
+            if settled and forwarding.forwarder.status.lost_items:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"the box did not get under its cap: {store.total_bytes()} bytes")
+        port = int(url.rsplit(":", 1)[1])
+        services.append(await asyncio.to_thread(start_service, tmp_path / "central", port=port))
+        assert await process.wait(for_s=60, until_idle=True) == "idle"
+        lost = forwarding.forwarder.status.lost_items
+    finally:
+        await process.stop()
+        for service in services:
+            service.stop()
+    items = await shared_items(fresh_redis, StreamKey("edge", "heard"))
+    seqs = [item.payload["value"]["$ref"]["meta"]["seq"] for item in items]
+    assert seqs == list(range(lost, CHUNKS)), "the oldest went; everything after arrived, in order"
+    reported = evicted = 0
+    while (event := events.get_nowait()) is not None:
+        if event.type == "forward_lost":
+            reported += event.data["items"]
+        else:
+            evicted += 1
+    assert reported == lost and evicted >= lost
+    assert all(services[0].has(item.payload["value"]["$ref"]["digest"]) for item in items)

@@ -8,6 +8,7 @@ from mediaflow.config import ConfigError
 from mediaflow.forward.plan import (
     CURSOR_NODE,
     RateBudget,
+    choose_shed,
     cursor_values,
     pause_after,
     plan_batch,
@@ -135,3 +136,17 @@ def test_forward_settings_refuse_naming_the_variable(
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=named):
         ForwardSettings.from_env()
+
+
+def ref_item(node: str, seq: int, size: int, enqueued_at: float) -> WorkItem:
+    ref = {"digest": "sha256:" + f"{seq:064x}", "media_type": "audio/wav", "size": size}
+    payload = {"src": "mic.audio", "port": "audio", "value": {"$ref": ref}, "at": 1.0}
+    return WorkItem(f"{node}-{seq}", StreamKey("f", node), "emission", payload, seq, 1, enqueued_at)
+
+
+def test_giving_way_takes_the_oldest_until_enough_bytes() -> None:
+    items = [ref_item("a", 3, 100, 3.0), ref_item("b", 1, 100, 1.0), ref_item("a", 2, 100, 2.0)]
+    items.append(item("a", 1))  # no artifact: frees nothing, kept
+    assert [(i.stream.node, i.seq) for i in choose_shed(items, 150)] == [("b", 1), ("a", 2)]
+    assert choose_shed(items, 0) == []
+    assert len(choose_shed(items, 10_000)) == 3

@@ -29,6 +29,7 @@ from mediaflow.engine.events import EventBus
 from mediaflow.forward.plan import (
     CURSOR_NODE,
     RateBudget,
+    choose_shed,
     cursor_values,
     pause_after,
     plan_batch,
@@ -251,6 +252,25 @@ class Forwarder:
             backlog_seconds=max(0.0, time.time() - oldest) if oldest else 0.0,
         )
 
+    async def give_way(self, excess_bytes: int) -> int:
+        """Give up the oldest waiting items whose artifacts add up to ``excess_bytes``
+        (the store is over its cap with only live references left: the link stayed
+        away longer than the disk lasts). Their artifacts become the sweep's to
+        evict, oldest first, with its usual events; the items are counted and
+        reported as lost. Returns the bytes given up (0 if the journal is away)."""
+        try:
+            items = await self._local.claim(self.consumer, dict.fromkeys(self._streams(), BATCH))
+            shed = choose_shed(items, excess_bytes)
+            given_up = {i.entry_id for i in shed}
+            await self._local.ack(list(given_up))
+            rest = [i.entry_id for i in items if i.entry_id not in given_up]
+            await self._local.release(rest, started=False)
+        except QueueError as exc:
+            log.warning("forward: could not give up the oldest waiting items: %s", exc)
+            return 0
+        self._report_lost(shed)
+        return sum(ref.size for i in shed if (ref := ref_of(i)) is not None)
+
     def _report_lost(self, lost: Sequence[WorkItem]) -> None:
         if not lost:
             return
@@ -260,8 +280,8 @@ class Forwarder:
             by_node.setdefault(item.stream.node, []).append(item.seq)
         for node, seqs in by_node.items():
             log.warning(
-                "forward: %d item(s) of %s/%s lost: their artifacts were evicted from"
-                " this box before the link came back",
+                "forward: %d item(s) of %s/%s lost: the link stayed away longer than"
+                " this box's store could hold them",
                 len(seqs),
                 self.flow,
                 node,

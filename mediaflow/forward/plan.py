@@ -112,3 +112,20 @@ class RateBudget:
         self.at = now
         self.allowance -= size
         return 0.0 if self.allowance >= 0 else -self.allowance / self.bytes_per_s
+
+
+def choose_shed(items: Iterable[WorkItem], target: int) -> list[WorkItem]:
+    """The oldest waiting items whose artifacts add up to ``target`` bytes: what the
+    box gives up when the link stays away longer than its disk lasts. Items with
+    no artifact free nothing and are kept."""
+    chosen: list[WorkItem] = []
+    freed = 0
+    for item in sorted(items, key=lambda i: (i.enqueued_at, i.stream.node, i.seq)):
+        if freed >= target:
+            break
+        ref = ref_of(item)
+        if ref is None:
+            continue
+        chosen.append(item)
+        freed += ref.size
+    return chosen

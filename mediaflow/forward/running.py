@@ -65,9 +65,7 @@ class Forwarding:
         await asyncio.to_thread(self._uploads.close)
 
 
-def start_forwarding(
-    session: FlowSession, settings: ForwardSettings, *, lease_ms: int
-) -> Forwarding:
+def start_forwarding(session: FlowSession, settings: ForwardSettings) -> Forwarding:
     """Forward ``session``'s other nodes' work (a started session of an edge box)."""
     data_dir = session.data_dir
     assert settings.store.url is not None  # ForwardSettings holds a service
@@ -83,6 +81,6 @@ def start_forwarding(
         uploads=uploads,
         bus=session.bus,
         max_bps=settings.max_bps,
-        lease_ms=lease_ms,
+        lease_ms=session.settings.lease_ms,
     )
     return Forwarding(forwarder, shared, uploads)

@@ -121,9 +121,7 @@ class FlowProcess:
         await self.session.start()
         try:
             if self._forward is not None:
-                self.forwarding = start_forwarding(
-                    self.session, self._forward, lease_ms=self.session.settings.lease_ms
-                )
+                self.forwarding = start_forwarding(self.session, self._forward)
             if not self._worker:  # garbage collection is the run's job, not a worker's
                 try:
                     self._sweeping = start_periodic(
@@ -135,6 +133,9 @@ class FlowProcess:
                     )
                 except QueueError as exc:
                     raise PartFailed("sweep", exc) from exc
+                if self._sweeping is not None and self.forwarding is not None:
+                    # Over the cap with the link away, the oldest waiting items give way.
+                    self._sweeping.sweeper.give_way = self.forwarding.forwarder.give_way
             if self._port is not None:
                 try:
                     await self._serve(self._port)
