@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
@@ -47,7 +48,7 @@ from mediaflow.queue.contract import (
     WorkItem,
 )
 from mediaflow.store import ArtifactStore, RemoteStoreError
-from mediaflow.store.remote import REMEMBER_S
+from mediaflow.store.remote import REMEMBER_MAX, REMEMBER_S
 from mediaflow.store.service import ServiceClient
 
 log = logging.getLogger("mediaflow.forward")
@@ -126,7 +127,8 @@ class Forwarder:
         self._budget = RateBudget(max_bps) if max_bps else None
         self._touch_every_s = lease_ms / 3000
         self._cursors: dict[str, int] | None = None  # read from the shared queue when it answers
-        self._uploaded: dict[str, float] = {}  # digest -> when the service last took it
+        # digest -> when the service last took it, least recently sent first (bounded)
+        self._uploaded: OrderedDict[str, float] = OrderedDict()
         self._sent_latest: dict[tuple[str, str], Any] = {}
         self._latest_at = 0.0
         self._failures = 0
@@ -216,6 +218,9 @@ class Forwarder:
 
         await asyncio.to_thread(put)
         self._uploaded[ref.digest] = time.monotonic()
+        self._uploaded.move_to_end(ref.digest)
+        while len(self._uploaded) > REMEMBER_MAX:
+            self._uploaded.popitem(last=False)
         self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + info.size)
         return True
 
