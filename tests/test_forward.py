@@ -278,3 +278,33 @@ async def test_a_box_over_its_cap_gives_up_the_oldest_and_forwards_the_rest(
             evicted += 1
     assert reported == lost and evicted >= lost
     assert all(services[0].has(item.payload["value"]["$ref"]["digest"]) for item in items)
+
+
+async def test_what_a_dead_forwarder_held_goes_first_and_is_not_lost(
+    tmp_path: Path, fresh_redis: RedisServer
+) -> None:
+    stream = StreamKey("edge", "heard")
+    local = SqliteQueue(tmp_path / "queue.sqlite3")
+    payloads = [{"src": "mic.level", "port": "level", "value": n, "at": 1.0} for n in range(6)]
+    await local.commit([NewItem(stream, "emission", p, claim=False) for p in payloads])
+    held = await local.claim("forward:box", {stream: 2})  # the box died holding these
+    assert [item.payload["value"] for item in held] == [0, 1]
+    shared = open_queue(fresh_redis.url, tmp_path)
+    forwarder = Forwarder(
+        "edge",
+        lambda: [stream],
+        edge="box",
+        local=local,
+        store=ArtifactStore(tmp_path / "store"),
+        shared=shared,
+        uploads=ServiceClient("http://127.0.0.1:9"),
+        bus=EventBus(),
+    )
+    try:
+        while await forwarder.forward_once():
+            pass
+    finally:
+        await shared.close()
+        await local.close()
+    items = await shared_items(fresh_redis, stream)
+    assert [item.payload["value"] for item in items] == list(range(6))

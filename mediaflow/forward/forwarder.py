@@ -153,6 +153,10 @@ class Forwarder:
         """One round: the newest values, then a batch of the backlog. Returns how
         many items it took off the local journal. Raises what the link raised."""
         if self._cursors is None:
+            # What an earlier forwarder of this box held when it died goes back first,
+            # oldest first: sending newer items ahead of it would put it below the
+            # cursors, where it would count as sent.
+            await self._local.release_consumer(self.consumer)
             self._cursors = read_cursors(await self._shared.latest(self.flow), self.edge)
         await self.forward_latest()
         items = await self._local.claim(self.consumer, dict.fromkeys(self._streams(), BATCH))
