@@ -15,6 +15,7 @@ ALLOWED = {
     "mediaflow/config.py",
     "mediaflow/server/settings.py",
     "mediaflow/gc/settings.py",
+    "mediaflow/forward/settings.py",
 }
 ALLOWED_UNDER = ("mediaflow/cli/",)
 

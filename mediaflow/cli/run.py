@@ -32,6 +32,7 @@ from mediaflow.engine.away import without_userinfo
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowAlreadyRunning, RunOutcome, StopReason
 from mediaflow.flows import FlowError, load_flow
+from mediaflow.forward import ForwardSettings
 from mediaflow.gc import GcSettings
 from mediaflow.media import present_value
 from mediaflow.process import FlowProcess, PartFailed
@@ -110,6 +111,8 @@ async def run_flow(options: RunOptions) -> int:
         # Every setting of the process, read once here: the parts below take them typed.
         settings = EngineSettings.from_env()
         gc_settings = GcSettings.from_env()
+        # A worker joins the shared queue itself; only a flow's run forwards.
+        forward = None if options.worker else ForwardSettings.from_env()
     except (FlowError, ConfigError, QueueError) as exc:  # QueueError: MEDIAFLOW_QUEUE, _SQLITE_SYNC
         print(f"mediaflow: {exc}", file=sys.stderr)
         return 2
@@ -130,6 +133,7 @@ async def run_flow(options: RunOptions) -> int:
         flow_file=options.flow,
         watch=options.watch,
         worker=options.worker,
+        forward=forward,
     )
     session = process.session
     lines = JsonlLines(sys.stdout) if options.jsonl else None

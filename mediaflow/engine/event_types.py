@@ -89,6 +89,26 @@ _TYPES = (
         (*_NODE, "store", "away_s"),
         "a source's save landed again after the store was away",
     ),
+    EventType(
+        "forward_unavailable",
+        "forward",
+        ("flow", "error"),
+        "an edge box cannot reach the shared queue or the artifact service; it keeps"
+        " capturing into its own journal",
+    ),
+    EventType(
+        "forward_available",
+        "forward",
+        ("flow", "away_s"),
+        "an edge box reaches the shared queue and the service again and catches up",
+    ),
+    EventType(
+        "forward_lost",
+        "forward",
+        ("flow", "node", "items"),
+        "items an edge box gave up unforwarded: the link stayed away longer than its"
+        " store could hold them",
+    ),
     EventType("flow_paused", "engine", ("flow",), "the flow was paused"),
     EventType("flow_resumed", "engine", ("flow",), "the flow was resumed"),
     EventType("flow_disabled", "engine", ("flow",), "the flow was disabled"),

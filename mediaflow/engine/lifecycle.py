@@ -10,9 +10,9 @@ run: set its nodes up, start its loops, replace its nodes on a reload
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mediaflow.config import EngineSettings
 from mediaflow.engine.commands import Dispatch
@@ -152,19 +152,19 @@ class RunLife:
         dispatch: Dispatch,
         state: Callable[[], EngineState],
         trace: TraceWriter | None,
-        with_sources: bool,
+        role: Role,
     ) -> None:
-        """``with_sources`` False: a worker's run, which never sets up a source."""
+        """``role``: which of the flow's nodes this run executes (:func:`executed`)."""
         self._parts = parts
         self._dispatch = dispatch
         self._state = state
         self._trace = trace
-        self._with_sources = with_sources
+        self._role = role
 
     async def setup_nodes(self) -> None:
         """Build every node and call its ``setup``; on failure, tear down those set up."""
         nodeset, spec = self._parts.nodeset, self._parts.env.spec
-        nodeset.install(await nodeset.build(spec, executed(spec, self._with_sources)))
+        nodeset.install(await nodeset.build(spec, executed(spec, self._role)))
 
     async def teardown_nodes(self) -> None:
         await self._parts.nodeset.tear_down_all()
@@ -193,7 +193,7 @@ class RunLife:
         node goes back to the queue for its successor."""
         parts, dispatch, new = self._parts, self._dispatch, plan.new
         flow = new.name
-        node_ids = executed(new, self._with_sources)
+        node_ids = executed(new, self._role)
         built = await parts.nodeset.build(new, (n for n in plan.rebuilt if n in node_ids))
         if flow not in self._state().paused:
             dispatch(ControlTick(flow, "pause"))
@@ -210,7 +210,7 @@ class RunLife:
             ReshapeTick(
                 streams,
                 frozenset(s for s in streams if new.nodes[s.node].is_source),
-                frozenset(ordered_streams(new)),
+                frozenset(ordered_streams(new, node_ids)),
                 frozenset(StreamKey(flow, n) for n in plan.changed),
                 rates(new),
             )
@@ -254,18 +254,30 @@ class RunLife:
                 self._trace.close()
 
 
-def ordered_streams(spec: FlowSpec) -> list[StreamKey]:
-    """Streams of the nodes whose items must run in order, one executor at a time."""
+def ordered_streams(spec: FlowSpec, node_ids: Collection[str]) -> list[StreamKey]:
+    """Streams of the nodes among ``node_ids`` whose items must run in order, one
+    executor at a time."""
     return [
         StreamKey(spec.name, n.id)
         for n in spec.nodes.values()
-        if not n.is_source and n.node_class.ordered
+        if n.id in node_ids and not n.is_source and n.node_class.ordered
     ]
 
 
-def executed(spec: FlowSpec, with_sources: bool) -> list[str]:
-    """The nodes a runner executes: all, or a worker's, every one but the sources."""
-    return [n for n, ns in spec.nodes.items() if with_sources or not ns.is_source]
+Role = Literal["run", "worker", "edge"]
+"""What a runner is to its flow: its ``run`` (every node), a ``worker`` (one more
+executor, never a source) or the run of an ``edge`` box that forwards
+(:mod:`mediaflow.forward`): the sources and the nodes marked ``edge``, the other
+nodes' work left in the local journal for the forwarder."""
+
+
+def executed(spec: FlowSpec, role: Role) -> list[str]:
+    """The nodes a runner of ``role`` executes (see :data:`Role`)."""
+    if role == "worker":
+        return [n for n, ns in spec.nodes.items() if not ns.is_source]
+    if role == "edge":
+        return [n for n, ns in spec.nodes.items() if ns.is_source or ns.edge]
+    return list(spec.nodes)
 
 
 def rates(spec: FlowSpec) -> dict[StreamKey, float]:

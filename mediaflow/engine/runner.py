@@ -56,7 +56,7 @@ from mediaflow.engine.commands import (
     WakeClaimerCommand,
 )
 from mediaflow.engine.events import EventBus
-from mediaflow.engine.lifecycle import RunLife, executed, ordered_streams, rates, wire
+from mediaflow.engine.lifecycle import Role, RunLife, executed, ordered_streams, rates, wire
 from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reduce import reduce
 from mediaflow.engine.services import Services
@@ -89,24 +89,26 @@ class FlowRunner:
         state_store: StateStore | None = None,
         resumed: bool = False,
         trace: TraceWriter | None = None,
-        with_sources: bool = True,
+        role: Role = "run",
     ) -> None:
-        """``with_sources`` False makes a worker: it runs the flow's other nodes
-        on work the flow's run enqueues, and never sets up or starts a source.
+        """``role`` "worker" makes a worker: it runs the flow's other nodes on work
+        the flow's run enqueues, and never sets up or starts a source; "edge" runs
+        only the sources and the nodes marked ``edge`` (see :data:`Role`).
         ``services``: what its nodes share (``ctx.more.shared``), closed by the caller."""
         self.flow = spec.name
         self.consumer = consumer
         self.bus = bus or EventBus()
         self.live = live or LiveHub()
         settings = settings or EngineSettings()
-        streams = [StreamKey(spec.name, node_id) for node_id in executed(spec, with_sources)]
-        sources = [StreamKey(spec.name, n.id) for n in spec.sources() if with_sources]
+        node_ids = executed(spec, role)
+        streams = [StreamKey(spec.name, node_id) for node_id in node_ids]
+        sources = [StreamKey(spec.name, n.id) for n in spec.sources() if n.id in node_ids]
         self._state: EngineState = initial_state(
             Limits.from_settings(settings),
             streams,
             sources,
             resumed=resumed,
-            ordered=ordered_streams(spec),
+            ordered=ordered_streams(spec, node_ids),
             rates=rates(spec),
         )
         self._trace = trace
@@ -131,7 +133,7 @@ class FlowRunner:
             dispatch=self._dispatch,
             state=lambda: self._state,
             trace=trace,
-            with_sources=with_sources,
+            role=role,
         )
 
     # -- ticks in, commands out ------------------------------------------------------

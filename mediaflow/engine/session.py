@@ -13,7 +13,9 @@ not started again. A run whose owner is still alive is refused.
 ``FlowSession(..., worker=True)`` is one more executor of a flow that runs
 elsewhere (``mediaflow worker``): it records no run, starts no source, and
 claims the flow's work beside the run's own process, sharing the streams of
-ordered nodes through leases (:mod:`.leasing`).
+ordered nodes through leases (:mod:`.leasing`). ``edge=True`` is the run of an
+edge box that forwards (:mod:`mediaflow.forward`): it executes only the sources
+and the nodes marked ``edge``; the others' work waits in its journal.
 
 A session reads no environment variable: it runs with the
 :class:`~mediaflow.config.EngineSettings` it is given (the built-in defaults
@@ -33,6 +35,7 @@ from typing import Any
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import EmissionObserver
+from mediaflow.engine.lifecycle import Role
 from mediaflow.engine.outcome import RunOutcome as RunOutcome
 from mediaflow.engine.outcome import StopReason as StopReason
 from mediaflow.engine.ownership import FlowAlreadyRunning as FlowAlreadyRunning
@@ -75,9 +78,11 @@ class FlowSession:
         bus: EventBus | None = None,
         live: LiveHub | None = None,
         worker: bool = False,
+        edge: bool = False,
     ) -> None:
         self.spec = spec
         self.worker = worker
+        self.role: Role = "worker" if worker else "edge" if edge else "run"
         self.data_dir = Path(data_dir)
         self.queue_url = queue_url
         self.settings = settings or EngineSettings()
@@ -159,7 +164,7 @@ class FlowSession:
             state_store=state_store,
             resumed=self.resumed,
             trace=TraceWriter(trace) if (trace := self.settings.trace_path) else None,
-            with_sources=not self.worker,
+            role=self.role,
         )
         self.runner = runner
         for observer in self._observers:

@@ -34,6 +34,7 @@ from mediaflow.flows.spec import (
 from mediaflow.flows.validate import (
     NodeProblem,
     bind_options,
+    check_edge,
     check_graph,
     check_id,
     check_max_rate,
@@ -79,6 +80,7 @@ class DeclaredNode:
     inputs: object
     options: Mapping[str, Any]
     max_rate: object = None
+    edge: object = False
 
 
 def assemble(
@@ -150,6 +152,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         raise _NodeProblems([str(exc)]) from exc
     refs, messages = check_node_inputs(wired, input_kinds, optional)
     max_rate = check_max_rate(decl.max_rate, is_source=not input_kinds, problems=messages)
+    edge = check_edge(decl.edge, is_source=not input_kinds, problems=messages)
     if messages:
         raise _NodeProblems(messages)
     options = MappingProxyType(dict(decl.options))
@@ -164,6 +167,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         output_kinds=MappingProxyType(output_kinds),
         is_source=not input_kinds,
         max_rate=max_rate,
+        edge=edge,
     )
 
 

@@ -42,6 +42,7 @@ class FlowBuilder:
         *,
         inputs: Mapping[str, str] | None = None,
         max_rate: float | None = None,
+        edge: bool = False,
         **options: Any,
     ) -> FlowBuilder:
         """Declare node ``id``; return the builder so calls chain.
@@ -49,8 +50,9 @@ class FlowBuilder:
         ``node`` is a Node subclass (built later with ``options`` as kwargs), a
         Node instance (used as is; no options), ``"package.module:Class"``, or
         a registered node or connector name. ``max_rate``: at most that many
-        runs per second, coalescing to the newest item. Nothing is checked until
-        :meth:`build`.
+        runs per second, coalescing to the newest item. ``edge``: on an edge box
+        that forwards (docs/edge.md), the node runs there, beside the sources.
+        Nothing is checked until :meth:`build`.
         """
         target: NodeTarget = UseTarget(node) if isinstance(node, str) else GivenTarget(node)
         # A bare name that is no node name but a connector name means the
@@ -63,7 +65,9 @@ class FlowBuilder:
         ):
             target = ConnectorTarget(node)
         index = len(self._declared) + 1
-        declared = DeclaredNode(index, id, target, dict(inputs or {}), dict(options), max_rate)
+        declared = DeclaredNode(
+            index, id, target, dict(inputs or {}), dict(options), max_rate, edge
+        )
         self._declared.append(declared)
         return self
 

@@ -23,7 +23,7 @@ from mediaflow.flows.validate import check_retention_days
 FLOW_KEYS = frozenset({"name", "retention_days"})
 TOP_LEVEL_KEYS = frozenset({"flow", "node"})
 # Keys of a [[node]] table that are not options of the node class.
-NODE_KEYS = frozenset({"id", "use", "connector", "inputs", "max_rate"})
+NODE_KEYS = frozenset({"id", "use", "connector", "inputs", "max_rate", "edge"})
 
 # tomllib ends each message with "(at line L, column C)" or "(at end of document)".
 _TOML_WHERE_RE = re.compile(
@@ -146,7 +146,8 @@ def _declared_nodes(tables: object, problems: list[FlowProblem]) -> list[Declare
         node_id = table.get("id")
         inputs = table.get("inputs", {})
         max_rate = table.get("max_rate")
-        declared.append(DeclaredNode(index, node_id, target, inputs, options, max_rate))
+        edge = table.get("edge", False)
+        declared.append(DeclaredNode(index, node_id, target, inputs, options, max_rate, edge))
     return declared
 
 

@@ -116,6 +116,10 @@ class NodeSpec:
     max_rate: float | None = None
     """Runs per second at most (``max_rate`` in the flow file): items arriving
     faster are coalesced to the newest, which runs when the window ends."""
+    edge: bool = False
+    """Runs on an edge box that forwards, beside the sources, on its local journal
+    (``edge = true``); every other non-source node runs where the work is
+    forwarded to (:mod:`mediaflow.forward`). Meaningless without forwarding."""
 
 
 @dataclass(frozen=True)

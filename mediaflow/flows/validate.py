@@ -354,6 +354,18 @@ def find_cycles(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[
     return cycles
 
 
+def check_edge(value: object, *, is_source: bool, problems: list[str]) -> bool:
+    """``edge`` of a node: a bool; a source is always on the edge box, so it says
+    nothing there and is refused rather than ignored."""
+    if not isinstance(value, bool):
+        problems.append(f"edge must be true or false, got {value!r}")
+        return False
+    if value and is_source:
+        problems.append("edge: a source always runs on the box that captures; leave it out")
+        return False
+    return value
+
+
 def check_max_rate(value: object, *, is_source: bool, problems: list[str]) -> float | None:
     """``max_rate`` of a node: None, or a positive number of runs per second on a
     node with inputs (a source's pace is its own). Appends what is wrong."""

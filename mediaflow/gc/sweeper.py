@@ -7,7 +7,9 @@ watcher reads the store's byte counter every ``ARTIFACT_CAP_CHECK_S`` and runs
 a cap-only pass when it is over; a pass that can evict nothing (live
 references hold it all) backs off, up to a minute, and ``store_over_cap`` is
 published at most every :data:`OVER_CAP_EVERY_S`. The store may exceed the cap
-by what is written between two checks.
+by what is written between two checks. A pass left over the cap asks
+:attr:`Sweeper.give_way`, when set, to let go of that many bytes of references
+(an edge box's oldest waiting items), then evicts again.
 
 Sweep errors are logged and published (``gc_failed``); the next tick tries
 again. A sweep that finds another process sweeping skips its turn.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,10 @@ log = logging.getLogger("mediaflow.gc")
 
 FIRST_SWEEP_S = 60.0
 MAX_BACKOFF_S = 60.0
+
+GiveWay = Callable[[int], Awaitable[int]]
+"""``give_way(excess_bytes)``: let go of references to about that many bytes of
+artifacts; returns how many bytes it let go of."""
 OVER_CAP_EVERY_S = 30.0
 
 
@@ -58,6 +64,9 @@ class Sweeper:
         self._lock = asyncio.Lock()  # one sweep of this process at a time
         self._over_cap_said = float("-inf")
         self.last_report: SweepReport | None = None
+        self.give_way: GiveWay | None = None
+        """Asked to let go of references when only live ones hold the store over its
+        cap (an edge box's forwarder gives up its oldest waiting items)."""
 
     @property
     def store(self) -> ArtifactStore:
@@ -143,6 +152,10 @@ class Sweeper:
                 pause = self.settings.cap_check_s
                 continue
             report = await self._guarded(cap_only=True)
+            if report is not None and report.over_cap and self.give_way is not None:
+                excess = report.stored_bytes - self.settings.max_bytes
+                if excess > 0 and await self.give_way(excess) > 0:
+                    report = await self._guarded(cap_only=True)  # now they can go
             if report is not None and report.over_cap and report.evicted == 0:
                 # Nothing could go (live references hold it all): ask less often.
                 pause = min(max(pause * 2, self.settings.cap_check_s), MAX_BACKOFF_S)

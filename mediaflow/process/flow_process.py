@@ -25,6 +25,7 @@ from mediaflow.config import ConfigError, EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.session import FlowSession, RunOutcome, StopReason
 from mediaflow.flows import FlowSpec
+from mediaflow.forward import Forwarding, ForwardSettings, start_forwarding
 from mediaflow.gc import GcSettings, PeriodicSweep, start_periodic
 from mediaflow.process.reload import serve_reloads
 from mediaflow.queue import QueueError
@@ -83,11 +84,18 @@ class FlowProcess:
         flow_file: Path | None = None,
         watch: bool = False,
         worker: bool = False,
+        forward: ForwardSettings | None = None,
         bus: EventBus | None = None,
     ) -> None:
         self.bus = bus or EventBus()
         self.session = FlowSession(
-            spec, data_dir, queue_url=queue_url, settings=settings, bus=self.bus, worker=worker
+            spec,
+            data_dir,
+            queue_url=queue_url,
+            settings=settings,
+            bus=self.bus,
+            worker=worker,
+            edge=forward is not None,
         )
         self.data_dir = data_dir
         self.host = host
@@ -104,11 +112,16 @@ class FlowProcess:
         self._sweeping: PeriodicSweep | None = None
         self._served: tuple[AppState, web.AppRunner] | None = None
         self._reloads: asyncio.Task[None] | None = None
+        self._forward = forward
+        self.forwarding: Forwarding | None = None
+        """The forwarder of an edge box (with ``forward``), once started."""
 
     async def start(self) -> None:
         """Start the session, then the sweep, the server and the reload watcher."""
         await self.session.start()
         try:
+            if self._forward is not None:
+                self.forwarding = start_forwarding(self.session, self._forward)
             if not self._worker:  # garbage collection is the run's job, not a worker's
                 try:
                     self._sweeping = start_periodic(
@@ -120,6 +133,9 @@ class FlowProcess:
                     )
                 except QueueError as exc:
                     raise PartFailed("sweep", exc) from exc
+                if self._sweeping is not None and self.forwarding is not None:
+                    # Over the cap with the link away, the oldest waiting items give way.
+                    self._sweeping.sweeper.give_way = self.forwarding.forwarder.give_way
             if self._port is not None:
                 try:
                     await self._serve(self._port)
@@ -145,12 +161,17 @@ class FlowProcess:
             await state.close()
             raise
         self._served = (state, runner)
+        if self.forwarding is not None:
+            forwarder = self.forwarding.forwarder
+            state.forwarding[self.session.spec.name] = lambda: forwarder.status
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{bound_port(runner)}"
 
     async def wait(self, *, for_s: float | None = None, until_idle: bool = False) -> StopReason:
         """Wait until the run ends on its own: ``time`` after ``for_s``, ``idle``
-        once drained with ``until_idle``; with neither, until cancelled."""
+        once drained with ``until_idle`` (on an edge box, once forwarded too:
+        the forwarded work is the journal's until then); with neither, until
+        cancelled."""
         return await self.session.wait(for_s=for_s, until_idle=until_idle)
 
     async def stop(self, reason: StopReason = "stopped") -> RunOutcome:
@@ -159,6 +180,9 @@ class FlowProcess:
         return await self.session.stop(reason)
 
     async def _stop_beside(self) -> None:
+        if self.forwarding is not None:
+            forwarding, self.forwarding = self.forwarding, None
+            await forwarding.stop()
         if self._reloads is not None:
             self._reloads.cancel()
             await asyncio.gather(self._reloads, return_exceptions=True)

@@ -128,6 +128,9 @@ async def get_flow(request: web.Request) -> web.StreamResponse:
     view = await flow_view(state, name, backlog)
     if view is None:
         return error(404, f"no flow {name!r}")
+    forwarding = state.forwarding.get(name)
+    if forwarding is not None:
+        view["forward"] = forwarding().to_json()
     view["queue"] = "ok" if reachable else "unavailable"
     return web.json_response(view, headers=NO_STORE)
 

@@ -169,6 +169,7 @@ class Metrics(Collector):
         yield from self._engine_metrics()
         yield from self._store_metrics()
         yield from self._server_metrics()
+        yield from self._forward_metrics()
         yield from live_metrics(self.state.live)
 
     def _queue_metrics(self) -> Iterator[Metric]:
@@ -284,6 +285,45 @@ class Metrics(Collector):
                 "How long the last sweep took",
                 value=counters.last_sweep_s,
             )
+
+    def _forward_metrics(self) -> Iterator[Metric]:
+        """How an edge box's forwarding goes, per flow it forwards."""
+        statuses = {flow: status() for flow, status in self.state.forwarding.items()}
+        if not statuses:
+            return
+        gauges = {
+            "link_up": "1 if the shared queue and the artifact service answered last time",
+            "backlog_items": "Items waiting on this box to be forwarded",
+            "backlog_seconds": "Age of the oldest item waiting on this box to be forwarded",
+            "last_forward_timestamp_seconds": "When items were last forwarded (Unix time)",
+        }
+        counters = {
+            "items": "Items forwarded to the shared queue",
+            "bytes": "Bytes of artifacts uploaded to the artifact service",
+            "lost_items": "Items not forwarded: their artifacts were evicted from this box",
+        }
+        values = {
+            flow: {
+                "link_up": 1.0 if s.link_up else 0.0,
+                "backlog_items": s.backlog_items,
+                "backlog_seconds": s.backlog_seconds,
+                "last_forward_timestamp_seconds": s.last_forward_at or 0.0,
+                "items": s.forwarded_items,
+                "bytes": s.forwarded_bytes,
+                "lost_items": s.lost_items,
+            }
+            for flow, s in statuses.items()
+        }
+        for name, help_text in gauges.items():
+            gauge = GaugeMetricFamily(f"mediaflow_forward_{name}", help_text, labels=["flow"])
+            for flow, row in values.items():
+                gauge.add_metric([flow], row[name])
+            yield gauge
+        for name, help_text in counters.items():
+            counter = CounterMetricFamily(f"mediaflow_forward_{name}", help_text, labels=["flow"])
+            for flow, row in values.items():
+                counter.add_metric([flow], row[name])
+            yield counter
 
     def _server_metrics(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(

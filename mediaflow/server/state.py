@@ -32,6 +32,7 @@ from mediaflow.store import ArtifactStore
 
 if TYPE_CHECKING:
     from mediaflow.engine.session import FlowSession
+    from mediaflow.forward import ForwardStatus
     from mediaflow.gc import GcSettings
 
 SessionWatcher = Callable[["FlowSession"], None]
@@ -98,6 +99,8 @@ class AppState:
         self.answered: deque[Answered] = deque(maxlen=2000)
         # Registered by the app factory (the metrics): the state need not know who watches.
         self.session_watchers: list[SessionWatcher] = []
+        # flow -> how its forwarding goes, for a flow this edge box forwards.
+        self.forwarding: dict[str, Callable[[], ForwardStatus]] = {}
         self._state_store: StateStore | None = None
         self._state_lock = asyncio.Lock()
 

@@ -1,0 +1,324 @@
+"""The forwarder of an edge box: its local journal to the shared queue and service.
+
+It claims the forwarded streams' items from the box's own queue (its journal,
+oldest first per stream), uploads each item's artifact to the service, commits
+the items to the shared queue with the streams' cursors (:mod:`.plan`), and
+only then acks them locally. When the link fails, what it claimed is handed
+back uncounted and it tries again after a pause (0.2 s doubling to 5 s),
+reporting ``forward_unavailable`` once per outage and ``forward_available``
+when the link answers again; capture never waits for it.
+
+The newest value of every port is sent ahead of the backlog (live values
+first): whoever watches the flow where the work goes sees the present while
+the past catches up. An item whose artifact is gone from the box (the disk
+cap took it before the link came back) cannot be forwarded: it is acked,
+counted and reported (``forward_lost``), and the stream goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, Protocol
+
+from mediaflow.engine.events import EventBus
+from mediaflow.forward.plan import (
+    CURSOR_NODE,
+    RateBudget,
+    choose_shed,
+    cursor_values,
+    pause_after,
+    plan_batch,
+    read_cursors,
+    ref_of,
+    shared_items,
+)
+from mediaflow.media import MediaRef, decode_value
+from mediaflow.queue.contract import (
+    Delivery,
+    Inspection,
+    LatestValues,
+    QueueError,
+    StreamKey,
+    WorkItem,
+)
+from mediaflow.store import ArtifactStore, RemoteStoreError
+from mediaflow.store.remote import REMEMBER_MAX, REMEMBER_S
+from mediaflow.store.service import ServiceClient
+
+log = logging.getLogger("mediaflow.forward")
+
+BATCH: Final = 64
+"""Items claimed per stream at a time: small enough that a capped link touches
+its claim often, large enough that one commit carries many."""
+IDLE_POLL_S: Final = 0.1
+LATEST_EVERY_S: Final = 0.25
+
+
+class LocalJournal(Delivery, LatestValues, Inspection, Protocol):
+    """What the forwarder uses of the box's own queue."""
+
+
+class SharedQueue(Delivery, LatestValues, Protocol):
+    """What the forwarder uses of the shared queue."""
+
+
+@dataclass(frozen=True)
+class ForwardStatus:
+    """What ``/metrics`` and ``/api`` show of forwarding."""
+
+    link_up: bool
+    forwarded_items: int
+    forwarded_bytes: int
+    lost_items: int
+    last_forward_at: float | None
+    backlog_items: int
+    backlog_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``/api/flows/{flow}`` shows it (``forward``)."""
+        return {
+            "link_up": self.link_up,
+            "backlog_items": self.backlog_items,
+            "backlog_s": round(self.backlog_seconds, 3),
+            "forwarded_items": self.forwarded_items,
+            "forwarded_bytes": self.forwarded_bytes,
+            "lost_items": self.lost_items,
+            "last_forward_at": self.last_forward_at,
+        }
+
+
+class Forwarder:
+    """Forward the ``streams()`` of ``flow`` from ``local`` to ``shared`` (module doc).
+
+    ``edge`` names this box among those forwarding the flow (its cursors);
+    ``uploads`` talks to the artifact service; ``max_bps`` caps the bytes of
+    the backlog sent a second. :meth:`run` until cancelled.
+    """
+
+    def __init__(
+        self,
+        flow: str,
+        streams: Callable[[], Sequence[StreamKey]],
+        *,
+        edge: str,
+        local: LocalJournal,
+        store: ArtifactStore,
+        shared: SharedQueue,
+        uploads: ServiceClient,
+        bus: EventBus,
+        max_bps: int | None = None,
+        lease_ms: int = 15_000,
+    ) -> None:
+        self.flow = flow
+        self._streams = streams  # read each round: a reload may change them
+        self.edge = edge
+        self.consumer = f"forward:{edge}"
+        self._local = local
+        self._store = store
+        self._shared = shared
+        self._uploads = uploads
+        self._bus = bus
+        self._budget = RateBudget(max_bps) if max_bps else None
+        self._touch_every_s = lease_ms / 3000
+        self._cursors: dict[str, int] | None = None  # read from the shared queue when it answers
+        # digest -> when the service last took it, least recently sent first (bounded)
+        self._uploaded: OrderedDict[str, float] = OrderedDict()
+        self._sent_latest: dict[tuple[str, str], Any] = {}
+        self._latest_at = 0.0
+        self._failures = 0
+        self._down_since: float | None = None
+        self.status = ForwardStatus(True, 0, 0, 0, None, 0, 0.0)
+
+    async def run(self) -> None:
+        """Forward until cancelled; never raises for the link."""
+        while True:
+            try:
+                sent = await self.forward_once()
+            except (QueueError, RemoteStoreError, OSError) as exc:
+                self._link_failed(exc)
+                await asyncio.sleep(pause_after(self._failures))
+                continue
+            self._link_answered()
+            if not sent:
+                await self._note_backlog()
+                await asyncio.sleep(IDLE_POLL_S)
+
+    async def forward_once(self) -> int:
+        """One round: the newest values, then a batch of the backlog. Returns how
+        many items it took off the local journal. Raises what the link raised."""
+        if self._cursors is None:
+            # What an earlier forwarder of this box held when it died goes back first,
+            # oldest first: sending newer items ahead of it would put it below the
+            # cursors, where it would count as sent.
+            await self._local.release_consumer(self.consumer)
+            self._cursors = read_cursors(await self._shared.latest(self.flow), self.edge)
+        await self.forward_latest()
+        items = await self._local.claim(self.consumer, dict.fromkeys(self._streams(), BATCH))
+        if not items:
+            return 0
+        batch = plan_batch(items, self._cursors)
+        try:
+            lost = await self._upload_artifacts(batch.send)
+            send = [item for item in batch.send if item.entry_id not in lost]
+            await self._shared.commit(
+                shared_items(send), latest=cursor_values(self.flow, self.edge, batch.cursors)
+            )
+        except BaseException:
+            await _release_quietly(self._local, [i.entry_id for i in items])
+            raise
+        self._cursors.update(batch.cursors)
+        try:
+            await self._local.ack([i.entry_id for i in items])
+        except BaseException:
+            # They are in the shared queue: the next claim finds them below the
+            # cursors and acks them without sending them again.
+            await _release_quietly(self._local, [i.entry_id for i in items])
+            raise
+        self._report_lost([i for i in batch.send if i.entry_id in lost])
+        self.status = replace(
+            self.status,
+            forwarded_items=self.status.forwarded_items + len(send),
+            last_forward_at=time.time(),
+        )
+        return len(items)
+
+    async def _upload_artifacts(self, items: Sequence[WorkItem]) -> set[str]:
+        """Upload the artifact of each item that has one (once a digest, while the
+        service remembers it); the entry ids of items whose artifact is gone."""
+        lost: set[str] = set()
+        touched = time.monotonic()
+        for item in items:
+            ref = ref_of(item)
+            if ref is None:
+                continue
+            if not await self._upload(ref, capped=True):
+                lost.add(item.entry_id)
+            if time.monotonic() - touched > self._touch_every_s:
+                await self._local.touch(self.consumer, [i.entry_id for i in items])
+                touched = time.monotonic()
+        return lost
+
+    async def _upload(self, ref: MediaRef, *, capped: bool) -> bool:
+        """Send ``ref``'s bytes to the service unless it took them lately; False if
+        the box no longer has them. Raises what the service raised."""
+        now = time.monotonic()
+        if now - self._uploaded.get(ref.digest, -REMEMBER_S) < REMEMBER_S:
+            return True
+        info = await asyncio.to_thread(self._store.stat, ref)
+        if info is None:
+            return False
+        if capped and self._budget is not None:
+            await asyncio.sleep(self._budget.wait_for(info.size, time.monotonic()))
+
+        def put() -> None:
+            with info.path.open("rb") as body:
+                self._uploads.put(ref.digest, body, info.size, info.media_type)
+
+        await asyncio.to_thread(put)
+        self._uploaded[ref.digest] = time.monotonic()
+        self._uploaded.move_to_end(ref.digest)
+        while len(self._uploaded) > REMEMBER_MAX:
+            self._uploaded.popitem(last=False)
+        self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + info.size)
+        return True
+
+    async def forward_latest(self, *, now: bool = False) -> None:
+        """Send the ports' newest values the shared queue lacks, artifacts first
+        and outside the rate cap: the present goes ahead of the backlog. At most
+        every :data:`LATEST_EVERY_S` unless ``now``. Raises what the link raised."""
+        at = time.monotonic()
+        if not now and at - self._latest_at < LATEST_EVERY_S:
+            return
+        self._latest_at = at
+        latest = await self._local.latest(self.flow)
+        changed = {
+            key: value
+            for key, value in latest.items()
+            if key[0] != CURSOR_NODE and self._sent_latest.get(key) != value
+        }
+        if not changed:
+            return
+        for key, value in list(changed.items()):
+            ref = decode_value(value)
+            if isinstance(ref, MediaRef) and not await self._upload(ref, capped=False):
+                del changed[key]  # gone from the box: nothing to show
+        await self._shared.put_latest({(self.flow, n, p): v for (n, p), v in changed.items()})
+        self._sent_latest.update(changed)
+
+    async def _note_backlog(self) -> None:
+        backlog = await self._local.backlog()
+        mine = [backlog[s] for s in self._streams() if s in backlog]
+        oldest = min((b.oldest_enqueued_at for b in mine if b.oldest_enqueued_at), default=None)
+        self.status = replace(
+            self.status,
+            backlog_items=sum(b.total for b in mine),
+            backlog_seconds=max(0.0, time.time() - oldest) if oldest else 0.0,
+        )
+
+    async def give_way(self, excess_bytes: int) -> int:
+        """Give up the oldest waiting items whose artifacts add up to ``excess_bytes``
+        (the store is over its cap with only live references left: the link stayed
+        away longer than the disk lasts). Their artifacts become the sweep's to
+        evict, oldest first, with its usual events; the items are counted and
+        reported as lost. Returns the bytes given up (0 if the journal is away)."""
+        try:
+            items = await self._local.claim(self.consumer, dict.fromkeys(self._streams(), BATCH))
+            shed = choose_shed(items, excess_bytes)
+            given_up = {i.entry_id for i in shed}
+            await self._local.ack(list(given_up))
+            rest = [i.entry_id for i in items if i.entry_id not in given_up]
+            await self._local.release(rest, started=False)
+        except QueueError as exc:
+            log.warning("forward: could not give up the oldest waiting items: %s", exc)
+            return 0
+        self._report_lost(shed)
+        return sum(ref.size for i in shed if (ref := ref_of(i)) is not None)
+
+    def _report_lost(self, lost: Sequence[WorkItem]) -> None:
+        if not lost:
+            return
+        self.status = replace(self.status, lost_items=self.status.lost_items + len(lost))
+        by_node: dict[str, list[int]] = {}
+        for item in lost:
+            by_node.setdefault(item.stream.node, []).append(item.seq)
+        for node, seqs in by_node.items():
+            log.warning(
+                "forward: %d item(s) of %s/%s lost: the link stayed away longer than"
+                " this box's store could hold them",
+                len(seqs),
+                self.flow,
+                node,
+            )
+            self._bus.publish("forward_lost", {"flow": self.flow, "node": node, "items": len(seqs)})
+
+    def _link_failed(self, exc: BaseException) -> None:
+        self._failures += 1
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self.status = replace(self.status, link_up=False)
+            log.warning("forward: the link is down (%s); capture goes on here", exc)
+            self._bus.publish(
+                "forward_unavailable", {"flow": self.flow, "error": f"{type(exc).__name__}: {exc}"}
+            )
+
+    def _link_answered(self) -> None:
+        self._failures = 0
+        if self._down_since is not None:
+            away = time.monotonic() - self._down_since
+            self._down_since = None
+            self.status = replace(self.status, link_up=True)
+            log.info("forward: the link is back after %.1f s; catching up", away)
+            self._bus.publish("forward_available", {"flow": self.flow, "away_s": round(away, 3)})
+
+
+async def _release_quietly(local: Delivery, entry_ids: Sequence[str]) -> None:
+    """Hand claimed items back uncounted: the link failed, not the items."""
+    # If the local journal is away too, its reclaim loop hands them back.
+    with contextlib.suppress(QueueError):
+        await local.release(entry_ids, started=False)
