@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -108,6 +109,33 @@ def test_unknown_flow_file_exits_2(tmp_path: Path) -> None:
     result = mediaflow("run", str(tmp_path / "nope.toml"), "--data", str(tmp_path))
     assert result.returncode == 2
     assert "nope.toml" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("chunk_ms", "last_line"),
+    [
+        # Refused at load, against ToneSource's `chunk_ms: int`: nothing starts.
+        ('"fast"', "{flow}: node 'tone': option 'chunk_ms' must be int, got 'fast' (str)"),
+        # Of the right type, refused by ToneSource's constructor when the run starts.
+        (
+            "-5",
+            "cannot start flow 'levels': node 'tone' refused its options: "
+            "chunks, chunk_ms and rate must be positive",
+        ),
+    ],
+    ids=["wrong-type", "constructor-refuses"],
+)
+def test_a_bad_option_value_exits_2_naming_the_node_and_option(
+    tmp_path: Path, chunk_ms: str, last_line: str
+) -> None:
+    shutil.copy(REPO / "samples" / "levels.py", tmp_path)
+    sample = (REPO / "samples" / "levels.toml").read_text()
+    flow = tmp_path / "levels.toml"
+    flow.write_text(sample.replace("chunk_ms = 100", f"chunk_ms = {chunk_ms}"))
+    result = mediaflow("run", str(flow), "--until-idle", "--data", str(tmp_path / "d"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "mediaflow: " + last_line.format(flow=flow)
+    assert "Traceback" not in result.stderr
 
 
 def test_run_for_seconds_stops_on_time(tmp_path: Path) -> None:

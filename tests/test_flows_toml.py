@@ -75,6 +75,11 @@ BAD_FLOWS: list[tuple[str, str | None, str]] = [
         "node 'tick': unknown option 'cuont' for nodes_here:Ticker (it takes: count, every_ms)",
     ),
     (
+        "wrong_option_type.toml",
+        "tick",
+        "node 'tick': option 'count' must be int, got 'three' (str)",
+    ),
+    (
         "missing_option.toml",
         "title",
         "node 'title': missing required option 'label' for nodes_here:NeedsLabel",

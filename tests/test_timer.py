@@ -11,7 +11,7 @@ import pytest
 from mediaflow import FlowBuilder, FlowSession
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
-from mediaflow.flows import flow_from_dict
+from mediaflow.flows import FlowError, flow_from_dict
 from tests.engine_nodes import TickLog
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
@@ -61,17 +61,32 @@ async def test_an_unrestarted_timer_loses_no_firing(tmp_path: Path) -> None:
     assert not [e for e in bus.recent(0) if e.type == "stale_dropped"]
 
 
-@pytest.mark.parametrize(
-    "options", [{"every_s": 0}, {"every_s": "1s"}, {"every_s": 1, "count": 1.5}]
-)
-def test_bad_timer_options_are_refused(options: dict[str, object]) -> None:
-    flow = {
+def _timer_flow(options: dict[str, object]) -> dict[str, object]:
+    return {
         "flow": {"name": "clock"},
         "node": [
             {"id": "timer", "use": "timer", **options},
             {"id": "log", "use": "tests.engine_nodes:TickLog", "inputs": {"tick": "timer.tick"}},
         ],
     }
-    spec = flow_from_dict(flow)  # options are checked when the node is built
-    with pytest.raises(ValueError, match=r"every_s|count"):
+
+
+def test_a_period_that_is_not_positive_is_refused_when_the_node_is_built() -> None:
+    spec = flow_from_dict(_timer_flow({"every_s": 0}))  # of the right type: it loads
+    with pytest.raises(ValueError, match=r"every_s must be a positive number of seconds"):
         spec.nodes["timer"].factory()
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ({"every_s": "1s"}, "option 'every_s' must be float, got '1s' (str)"),
+        ({"every_s": 1, "count": 1.5}, "option 'count' must be int or None, got 1.5 (float)"),
+    ],
+)
+def test_timer_options_of_the_wrong_type_are_refused_when_the_flow_loads(
+    options: dict[str, object], refusal: str
+) -> None:
+    with pytest.raises(FlowError) as caught:
+        flow_from_dict(_timer_flow(options))
+    assert str(caught.value) == f"flow 'clock': node 'timer': {refusal}"

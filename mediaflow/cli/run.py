@@ -199,8 +199,9 @@ async def _start(process: FlowProcess, options: RunOptions) -> tuple[int, str] |
     except (QueueError, OSError) as exc:
         return 1, f"cannot start flow {session.spec.name!r}: {exc}"
     except ConfigError as exc:
-        # A node's setting names something that is not there (a model): the
-        # flow file or the machine needs fixing, as for any other bad setting.
+        # A node refused its options, or a setting names something that is not
+        # there (a model): the flow file or the machine needs fixing, as for any
+        # other bad setting.
         return 2, f"cannot start flow {session.spec.name!r}: {exc}"
     except Exception as exc:
         # A node's setup refused (an unknown device, a missing file, a bad model):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from mediaflow.config import ConfigError
 from mediaflow.engine.context import FlowEnv, RunContext
 from mediaflow.flows import FlowSpec
 from mediaflow.node import Node
@@ -16,6 +17,20 @@ from mediaflow.store import use_store
 from mediaflow.store.current import saving_through
 
 log = logging.getLogger("mediaflow.engine")
+
+
+class NodeRefusedOptions(ConfigError):
+    """A node's constructor refused the options its flow gave it (it raised
+    ``ValueError`` or ``TypeError``, the error chained as the cause).
+
+    A setting with a value mediaflow cannot use, as any :class:`ConfigError`:
+    the flow file needs fixing. ``node`` is the id of the node.
+    """
+
+    def __init__(self, node: str, refusal: Exception) -> None:
+        why = str(refusal) or type(refusal).__name__
+        super().__init__(f"node {node!r} refused its options: {why}")
+        self.node = node
 
 
 class NodeSet:
@@ -26,11 +41,19 @@ class NodeSet:
     async def build(self, spec: FlowSpec, node_ids: Iterable[str]) -> dict[str, Node]:
         """New instances of ``node_ids`` as ``spec`` describes them, each set up.
         If one's ``setup`` raises, those already set up are torn down and the
-        error propagates: nothing is left half-built. Not installed yet."""
+        error propagates: nothing is left half-built. Not installed yet.
+
+        A constructor's ``ValueError`` or ``TypeError`` (its options' checks, which
+        :func:`~mediaflow.flows.load_flow` cannot know) becomes
+        :class:`NodeRefusedOptions` naming the node; ``setup``'s errors propagate as they are.
+        """
         built: dict[str, Node] = {}
         try:
             for node_id in node_ids:
-                node = spec.nodes[node_id].factory()
+                try:
+                    node = spec.nodes[node_id].factory()
+                except (ValueError, TypeError) as exc:
+                    raise NodeRefusedOptions(node_id, exc) from exc
                 ctx = RunContext(self._env, node_id, {}, None)
                 try:
                     with use_store(self._env.store), saving_through(ctx):

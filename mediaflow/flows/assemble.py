@@ -39,6 +39,7 @@ from mediaflow.flows.validate import (
     check_id,
     check_max_rate,
     check_node_inputs,
+    check_option_types,
     class_name,
     declared_ports,
     optional_inputs,
@@ -145,11 +146,12 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
             raise NodeProblem("options cannot be given with a node instance; pass its class")
         if instance is None:
             bind_options(node_class, decl.options)
+            check_option_types(node_class, decl.options)
         input_kinds, output_kinds = declared_ports(node_class, decl.options, instance)
         optional = optional_inputs(node_class, input_kinds)
         wired = _wired_inputs(decl.inputs)
     except NodeProblem as exc:
-        raise _NodeProblems([str(exc)]) from exc
+        raise _NodeProblems(list(exc.messages)) from exc
     refs, messages = check_node_inputs(wired, input_kinds, optional)
     max_rate = check_max_rate(decl.max_rate, is_source=not input_kinds, problems=messages)
     edge = check_edge(decl.edge, is_source=not input_kinds, problems=messages)

@@ -3,9 +3,10 @@
 A :class:`FlowSpec` is only ever built by :func:`~mediaflow.flows.load_flow`,
 :func:`~mediaflow.flows.flow_from_dict` or :class:`~mediaflow.flows.FlowBuilder`,
 all of which validate it first: every node class is resolved, every option
-binds to the class's ``__init__``, every input is wired to an output port of
-the same kind, and the graph has no cycle. The engine may therefore trust a
-spec it is handed and never re-check it.
+binds to the class's ``__init__`` and fits its annotation, every input is wired
+to an output port of the same kind, and the graph has no cycle. The engine may
+therefore trust a spec it is handed and never re-check it (what a node's
+constructor itself refuses is known only when the engine builds the node).
 
 Nothing here starts, opens or instantiates anything: a node instance comes
 from ``NodeSpec.factory()`` when the engine decides to build one.

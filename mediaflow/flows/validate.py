@@ -1,9 +1,9 @@
 """Checks a flow must pass before anything starts.
 
 Two levels. *Node checks* need only the node and its class: the class
-declares ports of known kinds, the options bind to ``__init__``, every wired
-input exists and every required one is wired; they raise
-:class:`NodeProblem`. *Graph checks* need every node: each wire reads an
+declares ports of known kinds, the options bind to ``__init__`` and fit its
+annotations, every wired input exists and every required one is wired; they
+raise :class:`NodeProblem`. *Graph checks* need every node: each wire reads an
 existing output of a compatible kind, no node reads itself, and there is no
 cycle; :func:`check_graph` returns every problem it finds, one per wire or
 cycle, so a user fixes a flow in one pass instead of one error per run.
@@ -16,6 +16,7 @@ import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
+from mediaflow.flows.option_types import option_misfits
 from mediaflow.flows.spec import NAME_RE, FlowProblem, NodeSpec, PortRef
 from mediaflow.media import KINDS
 from mediaflow.node import Node
@@ -26,7 +27,11 @@ _PLAIN_KINDS = frozenset({"text", "number", "json"})
 
 
 class NodeProblem(Exception):
-    """A node failed a node-level check; the message has no subject yet."""
+    """A node failed a node-level check: one or more messages, with no subject yet."""
+
+    def __init__(self, *messages: str) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages
 
 
 def class_name(node_class: type) -> str:
@@ -133,7 +138,7 @@ def bind_options(node_class: type[Node], options: Mapping[str, Any]) -> None:
     """Check that ``node_class(**options)`` would bind, without calling it.
 
     Raises :class:`NodeProblem` naming unknown options (and what the class
-    takes) or missing required ones.
+    takes) or missing required ones; :func:`check_option_types` checks their values.
     """
     try:
         signature = inspect.signature(node_class)
@@ -170,6 +175,16 @@ def bind_options(node_class: type[Node], options: Mapping[str, Any]) -> None:
         raise NodeProblem(
             f"options do not fit {class_name(node_class)}{signature}: {exc}"
         ) from None
+
+
+def check_option_types(node_class: type[Node], options: Mapping[str, Any]) -> None:
+    """Check each option's value against its ``__init__`` annotation (options that
+    bind: :func:`bind_options` first). Raises :class:`NodeProblem` with one message
+    per option that does not fit (:func:`~mediaflow.flows.option_types.option_misfits`).
+    """
+    misfits = option_misfits(node_class, options)
+    if misfits:
+        raise NodeProblem(*misfits)
 
 
 def check_retention_days(value: object, subject: str, problems: list[FlowProblem]) -> float | None:
