@@ -176,6 +176,19 @@ def test_failed_item_retries_with_backoff_keeping_its_place() -> None:
     assert starts(commands) == [("asr", (2,), 1)]
 
 
+def test_a_timer_that_fires_early_is_set_again() -> None:
+    # uvloop and asyncio may run a timer up to their clock's resolution early: the
+    # tick then finds the backoff not over, and must leave a timer behind.
+    state, _ = run(fresh(), ItemsArrivedTick((item(CAM, 1, kind="source"),)), now=10.0)
+    state, commands = run(state, finished(CAM, "cam-1-1", done=0, error="fell off"), now=10.0)
+    assert WakeAtCommand(11.0) in commands
+    state, commands = run(state, TimerTick(), now=10.9995)
+    assert starts(commands) == [] and commands == [WakeAtCommand(11.0)]
+    state, commands = run(state, TimerTick(), now=11.0)
+    assert starts(commands) == [("cam", (1,), 2)]
+    assert not any(isinstance(c, WakeAtCommand) for c in commands)
+
+
 def test_a_failure_mid_batch_acks_what_went_before_and_retries_the_item() -> None:
     state, _ = run(fresh(), ItemsArrivedTick(tuple(item(ASR, s) for s in (1, 2, 3, 4))), now=5.0)
     state, commands = run(state, finished(ASR, "asr-1-1", done=2, error="boom"), now=5.0)

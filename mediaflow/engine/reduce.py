@@ -89,7 +89,8 @@ def reduce(state: EngineState, tick: Tick, now: float) -> Result:
         case BacklogBehindTick(streams=streams):
             return control.mark_behind(state, streams), [WakeClaimerCommand()]
         case TimerTick():
-            return start_ready(state, state.nodes.keys(), now, [])
+            started, commands = start_ready(state, state.nodes.keys(), now, [])
+            return started, commands + _rearm(started, now)
         case BacklogSampledTick():
             return control.on_backlog_sampled(state, tick)
         case ControlTick():
@@ -254,6 +255,21 @@ def start_ready(
         )
         commands.append(StartNodeCommand(stream, batch, attempt, commit_first))
     return replace(state, nodes=nodes, steps=steps), commands
+
+
+def _rearm(state: EngineState, now: float) -> list[Command]:
+    """The timer again for the nearest deadline still ahead (a retry's backoff, a
+    rate window): an event loop may run a timer up to its clock's resolution
+    early, and the tick it sends then starts nothing and sets no new timer, so
+    without this a source's restart could wait for ever."""
+    ahead = [
+        deadline
+        for node in state.nodes.values()
+        if node.waiting and not node.running and not node.halted
+        for deadline in (node.retry_at, node.gate)
+        if deadline is not None and deadline > now
+    ]
+    return [WakeAtCommand(min(ahead))] if ahead else []
 
 
 def _can_start(node: StreamState, now: float) -> bool:
