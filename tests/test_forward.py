@@ -308,3 +308,25 @@ async def test_what_a_dead_forwarder_held_goes_first_and_is_not_lost(
         await local.close()
     items = await shared_items(fresh_redis, stream)
     assert [item.payload["value"] for item in items] == list(range(6))
+
+
+async def test_the_backlog_shown_grows_while_the_link_is_down(
+    tmp_path: Path, fresh_redis: RedisServer
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # no service there: every upload fails
+    settings = ForwardSettings(queue_url=fresh_redis.url, store=StoreSettings(url, TOKEN))
+    process = FlowProcess(edge_flow(), tmp_path / "box", forward=settings)
+    await process.start()
+    try:
+        forwarding = process.forwarding
+        assert forwarding is not None
+        for _ in range(200):
+            status = forwarding.forwarder.status
+            if not status.link_up and status.backlog_items >= CHUNKS // 2:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"the backlog shown did not grow with the link down: {status}")
+        assert status.backlog_seconds > 0 and status.forwarded_items == 0
+    finally:
+        await process.stop()

@@ -58,6 +58,9 @@ BATCH: Final = 64
 its claim often, large enough that one commit carries many."""
 IDLE_POLL_S: Final = 0.1
 LATEST_EVERY_S: Final = 0.25
+BACKLOG_EVERY_S: Final = 0.5
+"""How often the backlog shown is read from the journal while the forwarder is busy
+catching up or the link is down (idle, it is read every round)."""
 
 
 class LocalJournal(Delivery, LatestValues, Inspection, Protocol):
@@ -133,6 +136,7 @@ class Forwarder:
         self._latest_at = 0.0
         self._failures = 0
         self._down_since: float | None = None
+        self._noted_at = 0.0
         self.status = ForwardStatus(True, 0, 0, 0, None, 0, 0.0)
 
     async def run(self) -> None:
@@ -140,8 +144,11 @@ class Forwarder:
         while True:
             try:
                 sent = await self.forward_once()
+                if sent and time.monotonic() - self._noted_at >= BACKLOG_EVERY_S:
+                    await self._note_backlog()  # catching up: the backlog shown shrinks
             except (QueueError, RemoteStoreError, OSError) as exc:
                 self._link_failed(exc)
+                await self._note_backlog_while_down()
                 await asyncio.sleep(pause_after(self._failures))
                 continue
             self._link_answered()
@@ -251,7 +258,18 @@ class Forwarder:
         await self._shared.put_latest({(self.flow, n, p): v for (n, p), v in changed.items()})
         self._sent_latest.update(changed)
 
+    async def _note_backlog_while_down(self) -> None:
+        """The backlog shown grows while the link is down: the journal is local and
+        answers (if it does not, the session's own loops report it)."""
+        if time.monotonic() - self._noted_at < BACKLOG_EVERY_S:
+            return
+        try:
+            await self._note_backlog()
+        except QueueError as exc:
+            log.debug("forward: the journal's backlog is not known now: %s", exc)
+
     async def _note_backlog(self) -> None:
+        self._noted_at = time.monotonic()
         backlog = await self._local.backlog()
         mine = [backlog[s] for s in self._streams() if s in backlog]
         oldest = min((b.oldest_enqueued_at for b in mine if b.oldest_enqueued_at), default=None)
