@@ -135,6 +135,7 @@ async def test_a_box_forwards_every_chunk_once_in_order_through_outages(
     assert Local.seen == list(range(CHUNKS)), "the box's own consumer ran from its journal"
     api, metrics = shown
     assert api["link_up"] is True and api["backlog_items"] == 0 and api["lost_items"] == 0
+    assert api["backlog_bytes"] == 0
     assert api["forwarded_items"] == CHUNKS and api["forwarded_bytes"] > 0
     assert api["last_forward_at"] is not None
     assert f'mediaflow_forward_items_total{{flow="edge"}} {CHUNKS}.0' in metrics
@@ -328,5 +329,8 @@ async def test_the_backlog_shown_grows_while_the_link_is_down(
         else:
             pytest.fail(f"the backlog shown did not grow with the link down: {status}")
         assert status.backlog_seconds > 0 and status.forwarded_items == 0
+        # Each chunk references its own 396-400-byte artifact (Chunks' default size);
+        # the bytes are read just after the items are counted, when more may wait.
+        assert 396 * status.backlog_items <= status.backlog_bytes <= 400 * CHUNKS
     finally:
         await process.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mediaflow.config import ConfigError
@@ -16,7 +18,8 @@ from mediaflow.forward.plan import (
     shared_items,
 )
 from mediaflow.forward.settings import ForwardSettings
-from mediaflow.queue.contract import StreamKey, WorkItem
+from mediaflow.queue.contract import NewItem, StreamKey, WorkItem
+from mediaflow.queue.sqlite import SqliteQueue
 
 
 def item(node: str, seq: int) -> WorkItem:
@@ -150,3 +153,23 @@ def test_giving_way_takes_the_oldest_until_enough_bytes() -> None:
     assert [(i.stream.node, i.seq) for i in choose_shed(items, 150)] == [("b", 1), ("a", 2)]
     assert choose_shed(items, 0) == []
     assert len(choose_shed(items, 10_000)) == 3
+
+
+async def test_the_journal_counts_the_bytes_its_waiting_items_reference(tmp_path: Path) -> None:
+    queue = SqliteQueue(tmp_path / "queue.sqlite3")
+    try:
+        forwarded, other = StreamKey("f", "a"), StreamKey("f", "b")
+        sizes = [100, 250, 0]
+        payloads = [ref_item("a", n, size, 1.0).payload for n, size in enumerate(sizes)]
+        payloads.append(item("a", 9).payload)  # a plain value references nothing
+        await queue.commit([NewItem(forwarded, "emission", p, claim=False) for p in payloads])
+        await queue.commit([NewItem(other, "emission", payloads[0], claim=False)])
+        assert await queue.waiting_bytes([forwarded]) == 350
+        assert await queue.waiting_bytes([forwarded, other]) == 450
+        assert await queue.waiting_bytes([StreamKey("f", "none")]) == 0
+        (claimed,) = await queue.claim("forward:box", {forwarded: 1})
+        assert await queue.waiting_bytes([forwarded]) == 350  # claimed is not yet acked
+        await queue.ack([claimed.entry_id])
+        assert await queue.waiting_bytes([forwarded]) == 250
+    finally:
+        await queue.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -64,7 +65,12 @@ catching up or the link is down (idle, it is read every round)."""
 
 
 class LocalJournal(Delivery, LatestValues, Inspection, Protocol):
-    """What the forwarder uses of the box's own queue."""
+    """What the forwarder uses of the box's own queue (the SQLite queue: a box
+    that forwards journals locally)."""
+
+    async def waiting_bytes(self, streams: Sequence[StreamKey]) -> int:
+        """Bytes of the artifacts the unacked items of ``streams`` reference."""
+        ...
 
 
 class SharedQueue(Delivery, LatestValues, Protocol):
@@ -82,6 +88,7 @@ class ForwardStatus:
     last_forward_at: float | None
     backlog_items: int
     backlog_seconds: float
+    backlog_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """As ``/api/flows/{flow}`` shows it (``forward``)."""
@@ -89,6 +96,7 @@ class ForwardStatus:
             "link_up": self.link_up,
             "backlog_items": self.backlog_items,
             "backlog_s": round(self.backlog_seconds, 3),
+            "backlog_bytes": self.backlog_bytes,
             "forwarded_items": self.forwarded_items,
             "forwarded_bytes": self.forwarded_bytes,
             "lost_items": self.lost_items,
@@ -270,13 +278,21 @@ class Forwarder:
 
     async def _note_backlog(self) -> None:
         self._noted_at = time.monotonic()
+        streams = self._streams()
         backlog = await self._local.backlog()
-        mine = [backlog[s] for s in self._streams() if s in backlog]
+        mine = [backlog[s] for s in streams if s in backlog]
         oldest = min((b.oldest_enqueued_at for b in mine if b.oldest_enqueued_at), default=None)
+        items = sum(b.total for b in mine)
+        try:
+            size = await self._local.waiting_bytes(streams) if items else 0
+        except sqlite3.Error as exc:
+            log.debug("forward: the backlog's bytes are not known now: %s", exc)
+            size = self.status.backlog_bytes
         self.status = replace(
             self.status,
-            backlog_items=sum(b.total for b in mine),
+            backlog_items=items,
             backlog_seconds=max(0.0, time.time() - oldest) if oldest else 0.0,
+            backlog_bytes=size,
         )
 
     async def give_way(self, excess_bytes: int) -> int:

@@ -7,12 +7,14 @@ import contextlib
 import uuid
 from pathlib import Path
 
+from mediaflow.config import ConfigError
 from mediaflow.engine.session import FlowSession
 from mediaflow.flows import FlowSpec
 from mediaflow.forward.forwarder import Forwarder
 from mediaflow.forward.settings import ForwardSettings
 from mediaflow.queue import open_queue
 from mediaflow.queue.contract import QueueError, StreamKey, WorkQueue
+from mediaflow.queue.sqlite import SqliteQueue
 from mediaflow.store import RemoteStoreError, open_store
 from mediaflow.store.service import ServiceClient
 
@@ -66,8 +68,14 @@ class Forwarding:
 
 
 def start_forwarding(session: FlowSession, settings: ForwardSettings) -> Forwarding:
-    """Forward ``session``'s other nodes' work (a started session of an edge box)."""
+    """Forward ``session``'s other nodes' work (a started session of an edge box).
+    Raises :class:`ConfigError` unless the session journals in SQLite."""
     data_dir = session.data_dir
+    local = session.queue
+    if not isinstance(local, SqliteQueue):
+        raise ConfigError(
+            f"a box that forwards journals locally, in SQLite; its queue is {local!r}"
+        )
     assert settings.store.url is not None  # ForwardSettings holds a service
     shared = open_queue(settings.queue_url, data_dir)
     uploads = ServiceClient(settings.store.url, settings.store.token)
@@ -75,7 +83,7 @@ def start_forwarding(session: FlowSession, settings: ForwardSettings) -> Forward
         session.spec.name,
         lambda: forwarded_streams(session.spec),
         edge=edge_id(data_dir),
-        local=session.queue,
+        local=local,
         store=open_store(data_dir),
         shared=shared,
         uploads=uploads,

@@ -295,6 +295,7 @@ class Metrics(Collector):
             "link_up": "1 if the shared queue and the artifact service answered last time",
             "backlog_items": "Items waiting on this box to be forwarded",
             "backlog_seconds": "Age of the oldest item waiting on this box to be forwarded",
+            "backlog_bytes": "Bytes of the artifacts of the items waiting to be forwarded",
             "last_forward_timestamp_seconds": "When items were last forwarded (Unix time)",
         }
         counters = {
@@ -307,6 +308,7 @@ class Metrics(Collector):
                 "link_up": 1.0 if s.link_up else 0.0,
                 "backlog_items": s.backlog_items,
                 "backlog_seconds": s.backlog_seconds,
+                "backlog_bytes": s.backlog_bytes,
                 "last_forward_timestamp_seconds": s.last_forward_at or 0.0,
                 "items": s.forwarded_items,
                 "bytes": s.forwarded_bytes,

@@ -116,10 +116,12 @@ def component_schemas() -> dict[str, Schema]:
             {"paused": BOOL, "disabled": BOOL, "stopping": BOOL, "forward": ref("Forward")},
         ),
         "Forward": obj(
-            {"link_up": BOOL, "backlog_items": INT, "backlog_s": NUM, "forwarded_items": INT}
+            {"link_up": BOOL, "backlog_items": INT, "backlog_s": NUM, "backlog_bytes": INT}
+            | {"forwarded_items": INT}
             | {"forwarded_bytes": INT, "lost_items": INT, "last_forward_at": nullable(NUM)},
             about="An edge box's forwarding of the flow: the link, what waits here for it"
-            " (items, and the age of the oldest in seconds), what went, what was lost",
+            " (items, the bytes of their artifacts, and the age of the oldest in seconds),"
+            " what went, what was lost",
         ),
         "FlowState": obj(
             {"flow": STR, "status": STATUS, "paused": BOOL, "disabled": BOOL, "stopping": BOOL}

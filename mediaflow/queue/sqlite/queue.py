@@ -19,6 +19,7 @@ in :mod:`mediaflow.queue.sqlite.dead`, and the storage lifecycle is in
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -42,6 +43,7 @@ from mediaflow.queue.sqlite.db import SqliteDb, SyncMode
 from mediaflow.queue.sqlite.lifecycle import TRIM_CHUNK as TRIM_CHUNK
 from mediaflow.queue.sqlite.live import live_digests
 from mediaflow.queue.sqlite.rows import batch_rows, dead_row_id, id_ranges, latest_rows, parse_ids
+from mediaflow.queue.sqlite.sizes import waiting_bytes
 from mediaflow.queue.sqlite.tx import Transactions
 
 DB_FILENAME: Final = "queue.sqlite3"
@@ -245,6 +247,11 @@ class SqliteQueue:
         """See :meth:`WorkQueue.backlog`; streams with nothing unacked are omitted.
         Reads one index (~10 ms per 100k waiting items)."""
         return await self._db.run(self._tx.backlog)
+
+    async def waiting_bytes(self, streams: Sequence[StreamKey]) -> int:
+        """Bytes of the artifacts the unacked items of ``streams`` reference (an edge
+        box's forward backlog), read in a thread on a connection of its own."""
+        return await asyncio.to_thread(waiting_bytes, self.path, streams, self._busy_timeout_s)
 
     async def backlog_flows(self) -> dict[str, int]:
         """See :meth:`WorkQueue.backlog_flows`; flows with nothing unacked are omitted."""
