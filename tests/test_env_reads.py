@@ -19,7 +19,7 @@ ALLOWED = {
 }
 ALLOWED_UNDER = ("mediaflow/cli/",)
 
-READERS = {"from_env", "default_data_dir", "sqlite_sync", "env_int", "env_float"}
+READERS = {"from_env", "default_data_dir", "sqlite_sync", "env_int", "env_float", "env_bytes"}
 """The functions that read the environment on a caller's behalf (config and the
 settings modules): calling one is reading the environment."""
 

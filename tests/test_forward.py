@@ -187,6 +187,28 @@ def test_cursor_node_is_no_node_name() -> None:
     assert not NAME_RE.match(CURSOR_NODE)
 
 
+async def journal_levels(local: SqliteQueue, stream: StreamKey, count: int) -> None:
+    """``count`` plain values (no artifacts) waiting in the box's journal for ``stream``."""
+    payloads = [{"src": "mic.level", "port": "level", "value": n, "at": 1.0} for n in range(count)]
+    await local.commit([NewItem(stream, "emission", p, claim=False) for p in payloads])
+
+
+def levels_forwarder(
+    stream: StreamKey, local: SqliteQueue, shared: Any, tmp_path: Path
+) -> Forwarder:
+    """A forwarder of ``stream`` for box "box", with no artifacts to upload."""
+    return Forwarder(
+        "edge",
+        lambda: [stream],
+        edge="box",
+        local=local,
+        store=ArtifactStore(tmp_path / "store"),
+        shared=shared,
+        uploads=ServiceClient("http://127.0.0.1:9"),  # no artifacts here: never asked
+        bus=EventBus(),
+    )
+
+
 class AckFailsOnce(SqliteQueue):
     """The box's own journal, whose first ack fails: the forwarder has committed
     to the shared queue and cannot record that here (a crash at that point)."""
@@ -205,20 +227,9 @@ async def test_items_committed_but_not_acked_here_are_not_sent_twice(
 ) -> None:
     stream = StreamKey("edge", "heard")
     local = AckFailsOnce(tmp_path / "queue.sqlite3")
-    payloads = [{"src": "mic.level", "port": "level", "value": n, "at": 1.0} for n in range(5)]
-    await local.commit([NewItem(stream, "emission", p, claim=False) for p in payloads])
+    await journal_levels(local, stream, 5)
     shared = open_queue(fresh_redis.url, tmp_path)
-    nowhere = ServiceClient("http://127.0.0.1:9")  # no artifacts here: never asked
-    forwarder = Forwarder(
-        "edge",
-        lambda: [stream],
-        edge="box",
-        local=local,
-        store=ArtifactStore(tmp_path / "store"),
-        shared=shared,
-        uploads=nowhere,
-        bus=EventBus(),
-    )
+    forwarder = levels_forwarder(stream, local, shared, tmp_path)
     try:
         with pytest.raises(QueueUnavailable):
             await forwarder.forward_once()
@@ -286,21 +297,11 @@ async def test_what_a_dead_forwarder_held_goes_first_and_is_not_lost(
 ) -> None:
     stream = StreamKey("edge", "heard")
     local = SqliteQueue(tmp_path / "queue.sqlite3")
-    payloads = [{"src": "mic.level", "port": "level", "value": n, "at": 1.0} for n in range(6)]
-    await local.commit([NewItem(stream, "emission", p, claim=False) for p in payloads])
+    await journal_levels(local, stream, 6)
     held = await local.claim("forward:box", {stream: 2})  # the box died holding these
     assert [item.payload["value"] for item in held] == [0, 1]
     shared = open_queue(fresh_redis.url, tmp_path)
-    forwarder = Forwarder(
-        "edge",
-        lambda: [stream],
-        edge="box",
-        local=local,
-        store=ArtifactStore(tmp_path / "store"),
-        shared=shared,
-        uploads=ServiceClient("http://127.0.0.1:9"),
-        bus=EventBus(),
-    )
+    forwarder = levels_forwarder(stream, local, shared, tmp_path)
     try:
         while await forwarder.forward_once():
             pass

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from mediaflow.config import ConfigError, StoreSettings, store_url
-from mediaflow.gc.settings import parse_bytes
+from mediaflow.gc.settings import env_bytes
 from mediaflow.queue import REDIS_SCHEMES
 
 QUEUE_ENV = "MEDIAFLOW_FORWARD_QUEUE"
@@ -57,7 +57,7 @@ class ForwardSettings:
         return cls(
             queue_url=queue,
             store=StoreSettings(url=url, token=os.environ.get("MEDIAFLOW_TOKEN") or None),
-            max_bps=_max_bps(),
+            max_bps=env_bytes(MAX_BPS_ENV),
         )
 
 
@@ -66,16 +66,3 @@ def _must_stay_local(name: str) -> ConfigError:
         f"{name} must stay local on a box that forwards ({QUEUE_ENV} is set): it"
         " journals and stores here, and forwards when the link answers"
     )
-
-
-def _max_bps() -> int | None:
-    raw = os.environ.get(MAX_BPS_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        value = parse_bytes(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{MAX_BPS_ENV}: {exc}") from None
-    if value <= 0:
-        raise ConfigError(f"{MAX_BPS_ENV}={raw!r} must be more than 0 (unset it for no cap)")
-    return value

@@ -72,7 +72,7 @@ class GcSettings:
         return cls(
             interval_s=env_float("ARTIFACT_GC_INTERVAL_S", d.interval_s),
             grace_s=env_float("ARTIFACT_GC_GRACE_S", d.grace_s),
-            max_bytes=_env_bytes("ARTIFACT_MAX_BYTES"),
+            max_bytes=env_bytes("ARTIFACT_MAX_BYTES"),
             cap_check_s=env_float("ARTIFACT_CAP_CHECK_S", d.cap_check_s, minimum=0.05),
             dead_letter_days=env_float("MEDIAFLOW_DEAD_LETTER_DAYS", d.dead_letter_days),
             dead_letter_keep=env_int("MEDIAFLOW_DEAD_LETTER_KEEP", d.dead_letter_keep),
@@ -83,7 +83,9 @@ class GcSettings:
         )
 
 
-def _env_bytes(name: str) -> int | None:
+def env_bytes(name: str) -> int | None:
+    """A positive size from the environment (``"50MB"``, see :func:`parse_bytes`), or
+    None when unset. Raises :class:`ConfigError` naming the variable."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return None
