@@ -23,6 +23,7 @@ from mediaflow.media import MediaRef
 if TYPE_CHECKING:
     from mediaflow.config import EngineSettings
     from mediaflow.live.hub import LiveHub
+    from mediaflow.timeline.events import TimelineEvent
 
 T = TypeVar("T")
 
@@ -103,6 +104,17 @@ class MoreContext(Protocol):
         The event carries ``flow``, ``node`` and, in a run for an input item,
         ``item`` (that item's ``seq``, as in the identity of this run's emissions:
         a live view joins an event to the value it is about by it)."""
+        ...
+
+    def note_event(self, event: TimelineEvent, *, publish: bool = True) -> None:
+        """Note ``event`` in the timeline index (see :mod:`mediaflow.timeline.events`):
+        when it starts, and again when it ends. With ``publish``, also put it on the
+        event bus as an event of type ``event.type``. Blocking SQLite write, small."""
+        ...
+
+    def note_clip(self, ref: MediaRef, start: float, end: float, sources: tuple[str, ...]) -> None:
+        """Note a kept clip of this recorder in the timeline index: ``[start, end)`` on
+        the wall clock, recorded from ``sources``. Blocking SQLite write, small."""
         ...
 
     def is_wired(self, port: str) -> bool:

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Calls whose first argument is an event type: the bus, ctx.more.publish, the reducer's
 # command, the sweep's and the sweeper's hooks, a connector's counter report.
 PUBLISHERS = {"publish", "PublishEventCommand", "Event", "_events", "_publish", "_event"}
-PUBLISHERS |= {"CounterReport"}
+PUBLISHERS |= {"CounterReport", "TimelineEvent"}  # an event noted on the timeline
 
 
 def published_types() -> set[str]:

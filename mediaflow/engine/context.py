@@ -32,6 +32,8 @@ from mediaflow.node import ItemInfo
 from mediaflow.queue.contract import WorkItem
 from mediaflow.store import ArtifactStore
 from mediaflow.store.info import Source
+from mediaflow.timeline.events import TimelineEvent
+from mediaflow.timeline.index import RecordedClip, TimelineIndex
 
 HOLD_S: Final = 86400.0
 """How long a hold outlives a crash of its holder: ``ctx.more.hold`` keeps expire
@@ -270,6 +272,25 @@ class RunMore:
         self._ctx._env.bus.publish(
             event_type, {"flow": self._ctx.flow, "node": self._ctx.node, **cause, **data}
         )
+
+    def _timeline(self) -> TimelineIndex:
+        data_dir = self._ctx._env.store.data_dir
+        return self._ctx._env.services.keyed(
+            (TimelineIndex, data_dir), lambda: TimelineIndex.in_data_dir(data_dir)
+        )
+
+    def note_event(self, event: TimelineEvent, *, publish: bool = True) -> None:
+        """Note ``event`` in the timeline index (see :class:`~mediaflow.node.MoreContext`)."""
+        self._timeline().note_event(self._ctx.flow, self._ctx.node, event)
+        if publish:
+            fields = event.to_json()
+            del fields["type"]  # the bus event's own type
+            self.publish(event.type, **fields)
+
+    def note_clip(self, ref: MediaRef, start: float, end: float, sources: tuple[str, ...]) -> None:
+        """Note a kept clip in the timeline index (see :class:`~mediaflow.node.MoreContext`)."""
+        clip = RecordedClip(self._ctx.flow, self._ctx.node, start, end, ref, sources)
+        self._timeline().note_clip(clip)
 
     def is_wired(self, port: str) -> bool:
         """Whether this node's input ``port`` is wired in the flow (optional inputs)."""

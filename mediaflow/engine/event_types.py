@@ -168,6 +168,20 @@ _TYPES = (
         "item, confidence",
     ),
     EventType(
+        "motion",
+        "motion node",
+        (*_NODE, "phase", "source", "start", "end", "score"),
+        "something moved in a camera's picture (`phase` start, then end)",
+        "item, length, zone, snapshot",
+    ),
+    EventType(
+        "loudness",
+        "loudness node",
+        (*_NODE, "phase", "source", "start", "end", "score"),
+        "a microphone was louder than its threshold (`phase` start, then end)",
+        "item, length",
+    ),
+    EventType(
         "gc_swept",
         "gc",
         ("deleted", "freed_bytes", "evicted", "stored_bytes", "over_cap"),

@@ -27,7 +27,7 @@ class Services:
 
     def __init__(self, settings: EngineSettings) -> None:
         self._settings = settings
-        self._made: dict[Callable[[EngineSettings], Any], Any] = {}
+        self._made: dict[object, Any] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -35,12 +35,18 @@ class Services:
         """The one ``make(settings)`` of this session, made by the first call with an
         equal ``make``. Thread-safe: ``make`` runs under a lock, once. Raises what
         ``make`` raised (nothing is kept then), and ``RuntimeError`` once closed."""
+        return self.keyed(make, lambda: make(self._settings))
+
+    def keyed(self, key: object, make: Callable[[], T]) -> T:
+        """The one ``make()`` of this session for ``key`` (hashable): for a service
+        made from something other than the settings (a file in the data directory).
+        Thread-safe as :meth:`shared`."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the session's shared services are closed")
-            if make not in self._made:
-                self._made[make] = make(self._settings)
-            return cast(T, self._made[make])
+            if key not in self._made:
+                self._made[key] = make()
+            return cast(T, self._made[key])
 
     async def close(self) -> None:
         """Close every service, the last made first: its ``close()``, if it has one,
