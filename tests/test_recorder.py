@@ -11,6 +11,7 @@ import pytest
 
 from mediaflow import FlowBuilder
 from mediaflow.media import MediaRef
+from mediaflow.timeline import TimelineIndex
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.connector_helpers import MediaSink, run_flow
 from tests.http_support import serve
@@ -86,6 +87,14 @@ async def test_camera_and_tone_are_recorded_into_clips(
         assert abs(facts["audio_start"] - facts["video_start"]) <= 0.040
     kept = {row for row in store_kept(result.session)}
     assert {c.ref.digest for c in clips} <= kept
+    index = TimelineIndex.in_data_dir(result.session.data_dir)
+    try:
+        noted = index.clips(f"rec{codec}", "rec", 0.0, float("inf"))
+    finally:
+        index.close()
+    assert [(c.ref, c.start, c.end, c.sources) for c in noted] == [
+        (clip.ref, clip.ref.meta["start"], clip.ref.meta["end"], ("cam", "mic")) for clip in clips
+    ]
 
 
 def store_kept(session: Any) -> set[str]:

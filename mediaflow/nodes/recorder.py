@@ -27,7 +27,9 @@ every segment it takes (``ctx.more.hold``: garbage collection and the disk cap l
 and lets go (``ctx.more.unhold``) once the clip using it is muxed, or dropped (a failed
 mux, a stop). Audio chunks are decoded as they arrive and kept as PCM, so their
 references need no hold. Each clip is kept as a recording (``ctx.more.keep``: spared for
-the flow's ``retention_days``, evicted oldest first under a disk cap).
+the flow's ``retention_days``, evicted oldest first under a disk cap). Each is noted in the
+timeline index too (``ctx.more.note_clip``), with its wall-clock span and the camera
+and microphone it holds, so ``/api/recordings`` lays the clips out in time.
 
 Crashes and stops. A clip is saved whole and atomically (written to a temp file in
 a directory under the data dir, then saved by path), kept, and only then emitted: a
@@ -204,6 +206,7 @@ class RecorderNode(Node):
         self._has_audio = True
         self._temp: Path | None = None
         self._setup_ctx: Context | None = None  # to let go of held segments at teardown
+        self._audio_source: str | None = None  # the microphone, for the timeline's events
 
     async def setup(self, ctx: Context) -> None:
         self._has_audio = ctx.more.is_wired("audio")
@@ -222,11 +225,19 @@ class RecorderNode(Node):
                 self._take_video(segment)
         audio = ctx.inputs.get("audio")
         if isinstance(audio, MediaRef):
+            if isinstance(audio.meta.get("source"), str):
+                self._audio_source = audio.meta["source"]
             data = await ctx.read_artifact(audio)
             self._take_audio(read_wav_chunk(data, _number(audio.meta, "captured_at")))
         while self._ready and self._can_finish(self._ready[0]):
             await self._finish(ctx, self._ready.popleft())
         self._trim_audio()
+
+    def _sources_of(self, segment: _Segment) -> tuple[str, ...]:
+        """The capturing nodes a clip holds: its camera, and its microphone if any."""
+        camera = segment.ref.meta.get("source")
+        found = (camera if isinstance(camera, str) else None, self._audio_source)
+        return tuple(dict.fromkeys(name for name in found if name))
 
     def _is_new(self, segment: _Segment) -> bool:
         """False for a redelivery of a segment already taken."""
@@ -326,5 +337,6 @@ class RecorderNode(Node):
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
         ctx.more.keep(ref)  # a small SQLite write, on the loop as the store expects
+        ctx.more.note_clip(ref, clip.start, clip.end, self._sources_of(first))
         self._clip_seq += 1
         await ctx.emit("video", ref)
