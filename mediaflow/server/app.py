@@ -25,6 +25,7 @@ from mediaflow.server import (
     live,
     metrics,
     openapi,
+    recordings,
     sse,
     uploads,
     wall,
@@ -117,6 +118,7 @@ def create_app(state: AppState) -> web.Application:
     links.add_routes(app)
     openapi.add_routes(app)
     live.add_routes(app)
+    recordings.add_routes(app)
     return app
 
 

@@ -32,7 +32,10 @@ for flow F reads ONLY:
   before the link was made does not. The notes are in memory and bounded
   (``MEDIAFLOW_LINK_HISTORY`` per port): after a restart, or for a very long
   window, a link reaches what is held now and what was seen since;
-* ``/live/F/...``: F's cameras live (playlist, init segment, parts).
+* ``/live/F/...``: F's cameras live (playlist, init segment, parts);
+* F's timeline: ``/api/recordings/F...`` (its recorders, their spans, gaps and
+  exports) and ``/api/flows/F/events``, and ``/artifacts/{digest}`` for any clip
+  or event snapshot on it, whenever recorded (the wall's timeline plays them).
 
 A token credential (Bearer or the wall cookie) wins over a link on the same
 request.
@@ -48,6 +51,7 @@ are locked.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -69,6 +73,15 @@ from mediaflow.server.views import flow_summary
 
 LIVE_ROUTES = frozenset(
     {"/live/{flow}/{node}.m3u8", "/live/{flow}/{node}/init.mp4", "/live/{flow}/{node}/{seq}.m4s"}
+)
+# The flow's recordings and events: what its wall's timeline shows.
+TIMELINE_ROUTES = frozenset(
+    {
+        "/api/recordings/{flow}",
+        "/api/recordings/{flow}/{node}",
+        "/api/recordings/{flow}/{node}/export.mp4",
+        "/api/flows/{flow}/events",
+    }
 )
 LINK_COOKIE = "mediaflow_link"
 MAX_BODY = 4096
@@ -133,6 +146,9 @@ class LinkService:
         the link was issued. Reads the flow's latest values only on a ledger miss."""
         if self.ledger.held_since(claims.flow, digest, claims.issued_at):
             return True
+        timeline = self.state.timeline
+        if await asyncio.to_thread(timeline.holds, claims.flow, digest):
+            return True  # a clip or a snapshot on the flow's timeline
         await self.observe_now(claims.flow)
         return self.ledger.held_since(claims.flow, digest, claims.issued_at)
 
@@ -231,6 +247,8 @@ async def serve_scoped(request: web.Request, handler: Handler, link: str) -> web
         return response
     if route in LIVE_ROUTES and request.match_info["flow"] == claims.flow:
         return await handler(request)  # its cameras, live: what its wall shows
+    if route in TIMELINE_ROUTES and request.match_info["flow"] == claims.flow:
+        return await handler(request)  # its recordings and events: its wall's timeline
     if route == "/artifacts/{digest}":
         if await service.may_read(claims, request.match_info["digest"]):
             return await handler(request)

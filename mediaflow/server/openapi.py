@@ -49,6 +49,7 @@ from mediaflow.server.openapi_parts import (
     string,
     text,
 )
+from mediaflow.server.openapi_timeline import timeline_ops, timeline_schemas
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.state import STATE
 
@@ -345,7 +346,7 @@ def _version() -> str:
 
 def document(settings: ServerSettings) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the app serving with ``settings``. Pure."""
-    paths = _api_ops() | _flow_ops(settings) | _live_ops()
+    paths = _api_ops() | _flow_ops(settings) | _live_ops() | timeline_ops()
     paths["/artifacts"] = {"put": _upload(digest=False)}
     paths["/artifacts/{digest}"] = _artifact_ops() | {"put": _upload(digest=True)}
     return {
@@ -353,7 +354,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
         "info": {"title": "mediaflow", "version": _version(), "description": DESCRIPTION},
         "paths": dict(sorted(paths.items())),
         "components": {
-            "schemas": component_schemas(),
+            "schemas": component_schemas() | timeline_schemas(),
             "responses": ERRORS,
             "securitySchemes": SECURITY_SCHEMES,
         },

@@ -29,6 +29,7 @@ from mediaflow.server.filecache import ArtifactCache
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.transfer import TransferStats
 from mediaflow.store import ArtifactStore
+from mediaflow.timeline.index import TimelineIndex
 
 if TYPE_CHECKING:
     from mediaflow.engine.session import FlowSession
@@ -89,6 +90,7 @@ class AppState:
         self.gc_settings = gc_settings
         self.settings = settings or ServerSettings()
         self.store = store or ArtifactStore(self.data_dir)
+        self.timeline = TimelineIndex.in_data_dir(self.store.data_dir)  # opened on first read
         self.queue = queue
         self.bus = bus or EventBus()
         self.live = live or LiveHub()
@@ -178,6 +180,7 @@ class AppState:
         if self.owns_backends and self.queue is not None:
             queue, self.queue = self.queue, None
             await queue.close()
+        await asyncio.to_thread(self.timeline.close)
         await asyncio.to_thread(self.store.close)
 
 

@@ -38,11 +38,13 @@ _SCHEMA: Final = (
         node TEXT NOT NULL,
         start REAL NOT NULL,
         end REAL NOT NULL,
+        digest TEXT NOT NULL,
         ref TEXT NOT NULL,
         sources TEXT NOT NULL,
         PRIMARY KEY (flow, node, start)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS clips_by_end ON clips (flow, node, end)",
+    "CREATE INDEX IF NOT EXISTS clips_by_digest ON clips (digest)",
     """CREATE TABLE IF NOT EXISTS events (
         flow TEXT NOT NULL,
         node TEXT NOT NULL,
@@ -54,9 +56,12 @@ _SCHEMA: Final = (
         zone TEXT,
         text TEXT,
         snapshot TEXT,
+        snapshot_digest TEXT,
         PRIMARY KEY (flow, node, type, source, start)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS events_by_start ON events (flow, start)",
+    """CREATE INDEX IF NOT EXISTS events_by_snapshot ON events (snapshot_digest)
+        WHERE snapshot_digest IS NOT NULL""",
 )
 
 
@@ -134,13 +139,14 @@ class TimelineIndex:
 
     def note_clip(self, clip: RecordedClip) -> None:
         self._execute(
-            "INSERT OR REPLACE INTO clips (flow, node, start, end, ref, sources)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO clips (flow, node, start, end, digest, ref, sources)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 clip.flow,
                 clip.node,
                 clip.start,
                 clip.end,
+                clip.ref.digest,
                 json.dumps(clip.ref.to_json()),
                 json.dumps(list(clip.sources)),
             ),
@@ -175,8 +181,8 @@ class TimelineIndex:
     def note_event(self, flow: str, node: str, event: TimelineEvent) -> None:
         self._execute(
             "INSERT OR REPLACE INTO events"
-            " (flow, node, type, source, start, end, score, zone, text, snapshot)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " (flow, node, type, source, start, end, score, zone, text, snapshot, snapshot_digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 flow,
                 node,
@@ -188,6 +194,7 @@ class TimelineIndex:
                 event.zone,
                 event.text,
                 None if event.snapshot is None else json.dumps(event.snapshot.to_json()),
+                None if event.snapshot is None else event.snapshot.digest,
             ),
         )
 
@@ -213,7 +220,7 @@ class TimelineIndex:
                 params.extend(chosen)
         rows = self._execute(
             "SELECT node, type, source, start, end, score, zone, text, snapshot FROM events"
-            f" WHERE {' AND '.join(where)} ORDER BY start LIMIT ?",
+            f" WHERE {' AND '.join(where)} ORDER BY start, node, type, source LIMIT ?",
             (*params, limit),
         )
         return [
@@ -233,6 +240,17 @@ class TimelineIndex:
             )
             for row in rows
         ]
+
+    def holds(self, flow: str, digest: str) -> bool:
+        """Whether ``digest`` is a clip or an event's snapshot of ``flow`` (what the
+        flow's timeline shows: a wall link of the flow may read it)."""
+        return bool(
+            self._execute(
+                "SELECT 1 FROM clips WHERE digest = ? AND flow = ?"
+                " UNION ALL SELECT 1 FROM events WHERE snapshot_digest = ? AND flow = ? LIMIT 1",
+                (digest, flow, digest, flow),
+            )
+        )
 
     def close(self) -> None:
         with self._lock:
