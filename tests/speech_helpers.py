@@ -28,6 +28,8 @@ from mediaflow.engine.events import Event, EventBus
 from mediaflow.engine.services import Services
 from mediaflow.nodes.recognizer import Result
 from mediaflow.nodes.speech import SpeechNode
+from mediaflow.timeline import NotedEvent, TimelineIndex
+from mediaflow.timeline.times import LATEST
 
 REPO = Path(__file__).resolve().parent.parent
 GRAMMAR = REPO / "samples" / "grammar" / "commands.gram"
@@ -217,6 +219,7 @@ class SpeechRun:
     transcripts: list[dict[str, Any]]
     dropped: list[dict[str, Any]] = field(default_factory=list)
     chunk_meta: dict[str, Any] = field(default_factory=dict)
+    noted: list[NotedEvent] = field(default_factory=list)  # the timeline index's events
 
     @property
     def finals(self) -> list[dict[str, Any]]:
@@ -249,12 +252,18 @@ async def run_speech(
     events: list[Event] = bus.recent(0)
     latest = session.snapshot().latest.get((source, "audio"))
     seen = Collector.seen["sink"]
+    index = TimelineIndex.in_data_dir(session.data_dir)
+    try:
+        noted = index.events(session.spec.name, 0.0, LATEST)
+    finally:
+        index.close()
     return SpeechRun(
         texts=list(seen["text"]),
         partials=list(seen["partial"]),
         transcripts=[dict(e.data) for e in events if e.type == "transcript"],
         dropped=[dict(e.data) for e in events if e.type == "cascade_dropped"],
         chunk_meta=dict(latest["$ref"]["meta"]) if isinstance(latest, dict) else {},
+        noted=noted,
     )
 
 

@@ -87,6 +87,18 @@ def test_transcript_times_bracket_each_sentence(mic20: SpeechRun, track: Track) 
         assert event["start"] <= spoken.start + 0.1 and event["end"] >= spoken.end - 0.1
 
 
+def test_final_transcripts_are_on_the_timeline_in_wall_clock_time(mic20: SpeechRun) -> None:
+    """Each final is noted once, its stream times moved onto the capture clock."""
+    assert [(n.node, n.event.type, n.event.source) for n in mic20.noted] == [
+        ("asr", "transcript", "mic")
+    ] * len(mic20.finals)
+    offset = mic20.chunk_meta["captured_at"] - mic20.chunk_meta["pts"]
+    for noted, final in zip(mic20.noted, mic20.finals, strict=True):
+        assert noted.event.text == final["text"]
+        assert noted.event.start == pytest.approx(final["start"] + offset, abs=0.05)
+        assert noted.event.end == pytest.approx(final["end"] + offset, abs=0.05)
+
+
 def test_partials_appear_while_speaking_and_only_when_they_change(
     mic20: SpeechRun, track: Track
 ) -> None:

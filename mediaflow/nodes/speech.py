@@ -109,6 +109,7 @@ from mediaflow.nodes.speech_recipe import EngineRecipe, RecognizerRecipe
 from mediaflow.nodes.speech_stream import MAX_HOLE_FILL_S, SpeechStream, Transcript
 from mediaflow.nodes.whisper_engine import WhisperSettings
 from mediaflow.store import ArtifactNotFound
+from mediaflow.timeline.events import TimelineEvent
 
 log = logging.getLogger("mediaflow.nodes.speech")
 
@@ -256,6 +257,8 @@ class SpeechNode(Node):
         self._node = "speech"
         self._fed_seq: int | None = None  # highest item seq fed in this process
         self._outbox: deque[Transcript] = deque()  # results not yet emitted
+        self._wall_offset: float | None = None  # captured_at - pts of the newest chunk
+        self._source: str | None = None  # the microphone the chunks come from
 
     async def setup(self, ctx: Context) -> None:
         """Start the node's thread and build the recogniser from there (blocks that
@@ -298,6 +301,7 @@ class SpeechNode(Node):
             ref = ctx.inputs["audio"]
             wav = await self._read(ctx, ref, seq)
             pts = ref.meta.get("pts")
+            self._follow_wall_clock(ref)
             try:
                 transcripts = await self._call(
                     stream.push, wav, float(pts) if isinstance(pts, int | float) else None
@@ -307,6 +311,30 @@ class SpeechNode(Node):
             self._fed_seq = seq
             self._outbox.extend(transcripts)
         await self._deliver(ctx)
+
+    def _follow_wall_clock(self, ref: MediaRef) -> None:
+        """Where the stream's clock (the chunks' ``pts``) is on the wall clock, and which
+        microphone it is: a final transcript is noted on the timeline there."""
+        pts, captured_at = ref.meta.get("pts"), ref.meta.get("captured_at")
+        if isinstance(pts, int | float) and isinstance(captured_at, int | float):
+            self._wall_offset = float(captured_at) - float(pts)
+        source = ref.meta.get("source")
+        if isinstance(source, str):
+            self._source = source
+
+    def _note_final(self, ctx: Context, item: Transcript) -> None:
+        if self._wall_offset is None or not item.text:
+            return  # chunks without capture times: nowhere on the timeline to put it
+        offset = self._wall_offset
+        event = TimelineEvent(
+            "transcript",
+            self._source or ctx.node,
+            item.start + offset,
+            max(item.end, item.start) + offset,
+            score=item.confidence or 0.0,
+            text=item.text,
+        )
+        ctx.more.note_event(event, publish=False)  # published as a transcript already
 
     async def _read(self, ctx: Context, ref: object, seq: int | None) -> bytes:
         if not isinstance(ref, MediaRef):
@@ -339,6 +367,8 @@ class SpeechNode(Node):
                 final=item.final,
                 **confidence,
             )
+            if item.final:
+                self._note_final(ctx, item)
             self._outbox.popleft()
 
     async def teardown(self) -> None:
