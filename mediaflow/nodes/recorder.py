@@ -31,6 +31,17 @@ the flow's ``retention_days``, evicted oldest first under a disk cap). Each is n
 timeline index too (``ctx.more.note_clip``), with its wall-clock span and the camera
 and microphone it holds, so ``/api/recordings`` lays the clips out in time.
 
+Keeping only events (``keep = "events"``, Frigate's "retain by motion"). With
+events wired to input ``event`` (a motion or loudness node's ``event`` port), a clip
+holds only what an event covers, from ``pre_s`` before its start to ``post_s`` after
+its end. The pre-roll comes from segments already captured: every segment is held
+as it arrives and waits until an event wants it or none can (the newest video is
+``pre_s + lag_s`` past its end; ``lag_s`` is how late an event may arrive after its
+start), then joins a clip or is let go (see :mod:`.recorder_retain`). A clip ends
+once it covers every known event's window. Continuous recording (``keep = "all"``,
+the default) keeps every segment whatever happens; events then only mark the
+timeline.
+
 Crashes and stops. A clip is saved whole and atomically (written to a temp file in
 a directory under the data dir, then saved by path), kept, and only then emitted: a
 crash or a stop mid-clip leaves every earlier clip intact and playable. The clip in
@@ -43,129 +54,30 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
-import io
 import shutil
 import tempfile
-import wave
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, Literal
 
-import numpy as np
-
+from mediaflow.config import ConfigError
 from mediaflow.media import MediaRef
 from mediaflow.node import Context, Node
-from mediaflow.nodes.recorder_mux import ClipAudio, MuxedClip, SegmentFile, mux_clip
-
-AUDIO_NAMES = {"aac": "aac", "libopus": "opus", "opus": "opus"}
-
-
-@dataclass(frozen=True)
-class _Segment:
-    ref: MediaRef
-    seq: int | None
-    pts: float
-    duration: float
-    captured_at: float
-    width: int
-    height: int
-    codec: str
-    fps: float
-    audio_codec: str | None = None  # the sound a copied camera's segment carries
-
-    @property
-    def end(self) -> float:
-        return self.pts + self.duration
-
-    def follows(self, other: _Segment) -> bool:
-        """Whether this segment continues ``other`` in one clip."""
-        slack = 0.5 / self.fps
-        return (self.ref.media_type, self.codec, self.width, self.height, self.audio_codec) == (
-            other.ref.media_type,
-            other.codec,
-            other.width,
-            other.height,
-            other.audio_codec,
-        ) and abs(self.pts - other.end) <= slack
-
-
-@dataclass
-class _Clip:
-    segments: list[_Segment] = field(default_factory=list)
-
-    @property
-    def duration(self) -> float:
-        return self.segments[-1].end - self.segments[0].pts
-
-    @property
-    def start(self) -> float:
-        return self.segments[0].captured_at
-
-    @property
-    def end(self) -> float:
-        return self.start + self.duration
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    captured_at: float
-    rate: int
-    pcm: np.ndarray  # int16 [frames, channels]
-
-    @property
-    def end(self) -> float:
-        return self.captured_at + len(self.pcm) / self.rate
-
-
-def _number(meta: Mapping[str, Any], key: str, default: float = 0.0) -> float:
-    value = meta.get(key)
-    return float(value) if isinstance(value, int | float) else default
-
-
-def segment_of(ref: MediaRef) -> _Segment:
-    meta = ref.meta
-    fps = _number(meta, "fps", 30.0) or 30.0
-    seq = meta.get("seq")
-    return _Segment(
-        ref=ref,
-        seq=seq if isinstance(seq, int) else None,
-        pts=_number(meta, "pts"),
-        duration=_number(meta, "duration", 1 / fps),
-        captured_at=_number(meta, "captured_at"),
-        width=int(_number(meta, "width")),
-        height=int(_number(meta, "height")),
-        codec=str(meta.get("codec", "")),
-        fps=fps,
-        audio_codec=meta["audio_codec"] if isinstance(meta.get("audio_codec"), str) else None,
-    )
-
-
-def read_wav_chunk(data: bytes, captured_at: float) -> _Chunk:
-    """A WAV chunk as int16 PCM (``ValueError`` for anything else)."""
-    with wave.open(io.BytesIO(data)) as wav:
-        if wav.getsampwidth() != 2:
-            raise ValueError(f"only 16-bit WAV is recorded, got {8 * wav.getsampwidth()}-bit")
-        channels, rate = wav.getnchannels(), wav.getframerate()
-        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
-    return _Chunk(captured_at, rate, pcm.reshape(-1, channels))
-
-
-def lay_out_audio(chunks: list[_Chunk], start: float, duration: float) -> ClipAudio:
-    """The audio of ``[start, start + duration)`` (wall clock); silence where none."""
-    rate = chunks[0].rate if chunks else 16000
-    channels = min(chunks[0].pcm.shape[1], 2) if chunks else 1
-    track = np.zeros((round(duration * rate), channels), dtype=np.int16)
-    for chunk in chunks:
-        if chunk.rate != rate or chunk.pcm.shape[1] < channels:
-            continue  # a format change mid-clip: skipped rather than resampled
-        offset = round((chunk.captured_at - start) * rate)
-        begin, stop = max(offset, 0), min(offset + len(chunk.pcm), len(track))
-        if begin < stop:
-            track[begin:stop] = chunk.pcm[begin - offset : stop - offset, :channels]
-    return ClipAudio(track, rate)
+from mediaflow.nodes.recorder_mux import MuxedClip, SegmentFile, mux_clip
+from mediaflow.nodes.recorder_parts import (
+    AUDIO_NAMES,
+    Chunk,
+    Clip,
+    Segment,
+    lay_out_audio,
+    number,
+    read_wav_chunk,
+    segment_of,
+)
+from mediaflow.nodes.recorder_retain import EventWindows, Verdict
+from mediaflow.timeline.events import EventError, TimelineEvent
 
 
 class RecorderNode(Node):
@@ -173,11 +85,14 @@ class RecorderNode(Node):
 
     Options: ``clip_s`` (10), ``audio_wait_s`` (how much later video a finished clip
     waits for its audio, ``clip_s``), ``audio_margin_s`` (audio kept before the oldest
-    unfinished clip, 1), ``max_audio_s`` (audio buffer bound, 120).
+    unfinished clip, 1), ``max_audio_s`` (audio buffer bound, 120); ``keep`` (``"all"``,
+    or ``"events"``: only what the events on input ``event`` cover, from ``pre_s``
+    (5) before each to ``post_s`` (5) after, waiting up to ``lag_s`` (10) for an
+    event to arrive after its start; see :mod:`.recorder_retain`).
     """
 
-    inputs: ClassVar[Mapping[str, str]] = {"video": "video", "audio": "audio"}
-    optional_inputs: ClassVar[frozenset[str]] = frozenset({"audio"})
+    inputs: ClassVar[Mapping[str, str]] = {"video": "video", "audio": "audio", "event": "json"}
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"audio", "event"})
     outputs: ClassVar[Mapping[str, str]] = {"video": "video"}
 
     def __init__(
@@ -186,19 +101,32 @@ class RecorderNode(Node):
         audio_wait_s: float | None = None,
         audio_margin_s: float = 1.0,
         max_audio_s: float = 120.0,
+        keep: Literal["all", "events"] = "all",
+        pre_s: float = 5.0,
+        post_s: float = 5.0,
+        lag_s: float = 10.0,
     ) -> None:
         for name, value in (("clip_s", clip_s), ("max_audio_s", max_audio_s)):
             if not value > 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
         if audio_margin_s < 0 or (audio_wait_s is not None and audio_wait_s < 0):
             raise ValueError("audio_wait_s and audio_margin_s must not be negative")
+        if min(pre_s, post_s, lag_s) < 0:
+            raise ValueError("pre_s, post_s and lag_s must not be negative")
+        if keep not in ("all", "events"):
+            raise ValueError(f"keep must be 'all' or 'events', got {keep!r}")
+        self.keep = keep
+        # Segments no event wanted yet (keep = "events"), oldest first; held meanwhile.
+        self._waiting: deque[Segment] = deque()
+        self._windows = EventWindows(pre_s, post_s, lag_s)
+        self._newest = float("-inf")  # the capture time of the newest video's end
         self.clip_s = float(clip_s)
         self.audio_wait_s = float(clip_s if audio_wait_s is None else audio_wait_s)
         self.audio_margin_s = float(audio_margin_s)
         self.max_audio_s = float(max_audio_s)
-        self._open = _Clip()
-        self._ready: deque[_Clip] = deque()
-        self._audio: deque[_Chunk] = deque()
+        self._open = Clip()
+        self._ready: deque[Clip] = deque()
+        self._audio: deque[Chunk] = deque()
         self._audio_end = float("-inf")
         self._video_end = float("-inf")  # wall clock of the newest video seen
         self._last_seq: int | None = None
@@ -209,6 +137,13 @@ class RecorderNode(Node):
         self._audio_source: str | None = None  # the microphone, for the timeline's events
 
     async def setup(self, ctx: Context) -> None:
+        if self.keep == "events" and not ctx.more.is_wired("event"):
+            raise ConfigError(
+                f"recorder {ctx.node!r}: keep = 'events' needs its input 'event' wired"
+                " (a motion or loudness node's event port): without events it records nothing"
+            )
+        if self.keep == "all" and ctx.more.is_wired("event"):
+            ctx.log.warning("input 'event' is wired but keep = 'all': every segment is recorded")
         self._has_audio = ctx.more.is_wired("audio")
         self._setup_ctx = ctx
         self._temp = ctx.more.temp_dir()
@@ -222,29 +157,65 @@ class RecorderNode(Node):
             segment = segment_of(video)
             if self._is_new(segment):
                 ctx.more.hold(video)  # before this item is acked: read again at mux time
-                self._take_video(segment)
+                self._last_seq = segment.seq
+                self._newest = max(self._newest, segment.captured_at + segment.duration)
+                if self.keep == "events":
+                    self._waiting.append(segment)
+                else:
+                    self._take_video(segment)
+        event = ctx.inputs.get("event")
+        if event is not None:
+            self._take_event(event)
+        if self.keep == "events":
+            self._settle(ctx)
         audio = ctx.inputs.get("audio")
         if isinstance(audio, MediaRef):
             if isinstance(audio.meta.get("source"), str):
                 self._audio_source = audio.meta["source"]
             data = await ctx.read_artifact(audio)
-            self._take_audio(read_wav_chunk(data, _number(audio.meta, "captured_at")))
+            self._take_audio(read_wav_chunk(data, number(audio.meta, "captured_at")))
         while self._ready and self._can_finish(self._ready[0]):
             await self._finish(ctx, self._ready.popleft())
         self._trim_audio()
 
-    def _sources_of(self, segment: _Segment) -> tuple[str, ...]:
+    def _sources_of(self, segment: Segment) -> tuple[str, ...]:
         """The capturing nodes a clip holds: its camera, and its microphone if any."""
         camera = segment.ref.meta.get("source")
         found = (camera if isinstance(camera, str) else None, self._audio_source)
         return tuple(dict.fromkeys(name for name in found if name))
 
-    def _is_new(self, segment: _Segment) -> bool:
+    def _is_new(self, segment: Segment) -> bool:
         """False for a redelivery of a segment already taken."""
         return segment.seq is None or self._last_seq is None or segment.seq > self._last_seq
 
-    def _take_video(self, segment: _Segment) -> None:
-        self._last_seq = segment.seq
+    def _take_event(self, value: object) -> None:
+        if not isinstance(value, Mapping):
+            raise EventError(
+                f"input 'event' takes events (JSON objects), got {type(value).__name__}"
+            )
+        event = TimelineEvent.from_json(value)
+        self._windows.note((event.type, event.source, event.zone), event.start, event.end)
+
+    def _settle(self, ctx: Context) -> None:
+        """Take the waiting segments an event wants, let go of those none can want,
+        in capture order, up to the first still undecided (module doc)."""
+        while self._waiting:
+            segment = self._waiting[0]
+            verdict = self._windows.decide(segment.captured_at, segment.end_at, self._newest)
+            if verdict is Verdict.WAIT:
+                break
+            self._waiting.popleft()
+            if verdict is Verdict.KEEP:
+                self._take_video(segment)
+                if self._windows.all_end_by(segment.end_at):
+                    self._close_open()  # the events' clip is whole: out with it now
+            else:
+                self._close_open()  # the next kept segment starts a clip of its own
+                ctx.more.unhold(segment.ref)
+        oldest = self._waiting[0].captured_at if self._waiting else self._newest
+        self._windows.forget_before(oldest)
+
+    def _take_video(self, segment: Segment) -> None:
         clip = self._open
         if clip.segments and not segment.follows(clip.segments[-1]):
             self._close_open()
@@ -257,9 +228,10 @@ class RecorderNode(Node):
     async def teardown(self) -> None:
         """The clips still waiting are lost (module docstring): let go of their segments."""
         ctx, self._setup_ctx = self._setup_ctx, None
-        waiting = [*self._ready, self._open]
+        waiting = [*self._ready, self._open, Clip(list(self._waiting))]
         self._ready.clear()
-        self._open = _Clip()
+        self._waiting.clear()
+        self._open = Clip()
         if ctx is None:
             return
         for clip in waiting:
@@ -269,13 +241,13 @@ class RecorderNode(Node):
     def _close_open(self) -> None:
         if self._open.segments:
             self._ready.append(self._open)
-        self._open = _Clip()
+        self._open = Clip()
 
-    def _take_audio(self, chunk: _Chunk) -> None:
+    def _take_audio(self, chunk: Chunk) -> None:
         self._audio.append(chunk)
         self._audio_end = max(self._audio_end, chunk.end)
 
-    def _can_finish(self, clip: _Clip) -> bool:
+    def _can_finish(self, clip: Clip) -> bool:
         slack = 0.5 / clip.segments[-1].fps
         return (
             not self._has_audio
@@ -285,13 +257,16 @@ class RecorderNode(Node):
 
     def _trim_audio(self) -> None:
         pending = self._ready[0] if self._ready else self._open
-        horizon = (pending.start if pending.segments else self._audio_end) - self.audio_margin_s
+        oldest = pending.start if pending.segments else self._audio_end
+        if self._waiting:  # a waiting segment may still become a clip: keep its sound
+            oldest = min(oldest, self._waiting[0].captured_at)
+        horizon = oldest - self.audio_margin_s
         while self._audio and self._audio[0].end < horizon:
             self._audio.popleft()
         while self._audio and self._audio_end - self._audio[0].end > self.max_audio_s:
             self._audio.popleft()
 
-    async def _finish(self, ctx: Context, clip: _Clip) -> None:
+    async def _finish(self, ctx: Context, clip: Clip) -> None:
         """Mux, save, keep and emit ``clip``; its segments are let go whatever happens."""
         try:
             await self._mux_and_emit(ctx, clip)
@@ -299,7 +274,7 @@ class RecorderNode(Node):
             for segment in clip.segments:
                 ctx.more.unhold(segment.ref)
 
-    async def _mux_and_emit(self, ctx: Context, clip: _Clip) -> None:
+    async def _mux_and_emit(self, ctx: Context, clip: Clip) -> None:
         first = clip.segments[0]
         files = [
             SegmentFile(ctx.more.artifact_path(s.ref), s.pts - first.pts, s.duration)
@@ -332,6 +307,7 @@ class RecorderNode(Node):
                 "height": first.height,
                 "frames": muxed.frames,
                 "segments": len(files),
+                "keep": self.keep,
             }
             ref = await ctx.save_artifact(out, media_type, meta)
         finally:
