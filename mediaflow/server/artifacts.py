@@ -10,6 +10,7 @@ about an artifact carries its ETag (the digest), ``Accept-Ranges: bytes``,
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -62,14 +63,35 @@ def artifact_handler(state: AppState) -> Handler:
     return get_artifact
 
 
+async def answer_stored(
+    request: web.Request, state: AppState, digest: str, extra: Sequence[tuple[str, str]] = ()
+) -> web.StreamResponse:
+    """Answer ``request`` with the stored artifact ``digest`` as ``GET /artifacts`` would
+    (ranges, validators, caching), with ``extra`` headers; 404 if it is gone."""
+    entry = await state.cache.acquire(digest)
+    if entry is None:
+        return error(404, f"no artifact {digest}")
+    try:
+        return _answer(request, state, entry, None, extra)
+    except BaseException:
+        state.cache.release(entry)
+        raise
+
+
 def _answer(
-    request: web.Request, state: AppState, entry: OpenArtifact, override: str | None
+    request: web.Request,
+    state: AppState,
+    entry: OpenArtifact,
+    override: str | None,
+    extra: Sequence[tuple[str, str]] = (),
 ) -> web.StreamResponse:
     """Build the response; the entry's reference passes to a :class:`SpanResponse` or
     is released here."""
     facts = entry.facts
     decision = decide(request.method, request.headers, facts, time.time())
     fixed = entry.fixed_headers or _fixed_headers(state, entry)
+    if extra:
+        fixed = HeaderBlock((*fixed.pairs, *extra))
     outcome = decision.outcome
     if outcome is Outcome.FULL or outcome is Outcome.PARTIAL:
         settings = state.settings

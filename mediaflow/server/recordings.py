@@ -48,7 +48,7 @@ def time_range(query: Any, now: float) -> tuple[float, float]:
     return start, end
 
 
-def _names(request: web.Request, *keys: str) -> list[str]:
+def names(request: web.Request, *keys: str) -> list[str]:
     """The path's names, each checked (``ValueError`` for a malformed one)."""
     names = [request.match_info[key] for key in keys]
     for key, name in zip(keys, names, strict=True):
@@ -59,7 +59,7 @@ def _names(request: web.Request, *keys: str) -> list[str]:
 
 async def list_recorders(request: web.Request) -> web.Response:
     try:
-        (flow,) = _names(request, "flow")
+        (flow,) = names(request, "flow")
     except ValueError as exc:
         return error(400, str(exc))
     nodes = await asyncio.to_thread(request.app[STATE].timeline.recorders, flow)
@@ -70,7 +70,7 @@ async def recording_timeline(request: web.Request) -> web.Response:
     state = request.app[STATE]
     now = time.time()
     try:
-        flow, node = _names(request, "flow", "node")
+        flow, node = names(request, "flow", "node")
         start, end = time_range(request.query, now)
     except ValueError as exc:  # TimeError is one
         return error(400, str(exc))
@@ -123,7 +123,7 @@ async def list_events(request: web.Request) -> web.Response:
     state = request.app[STATE]
     query = request.query
     try:
-        (flow,) = _names(request, "flow")
+        (flow,) = names(request, "flow")
         start, end = time_range(query, time.time())
         types, sources = _listed(query, "type"), _listed(query, "source")
         limit = int(query.get("limit", "1000"))
