@@ -32,6 +32,7 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
         "speech": "mediaflow.nodes.speech:SpeechNode",
         "recorder": "mediaflow.nodes.recorder:RecorderNode",
         "timer": "mediaflow.nodes.timer:TimerNode",
+        "motion": "mediaflow.nodes.motion:MotionNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(
