@@ -33,6 +33,7 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
         "recorder": "mediaflow.nodes.recorder:RecorderNode",
         "timer": "mediaflow.nodes.timer:TimerNode",
         "motion": "mediaflow.nodes.motion:MotionNode",
+        "loudness": "mediaflow.nodes.loudness:LoudnessNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(
