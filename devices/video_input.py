@@ -66,7 +66,7 @@ class CapturedFrame:
     index: int
     width: int
     height: int
-    captured_at: float  # wall clock (time.time()) when the producer got it
+    captured_at: float  # wall clock: when a live source's producer got it; else anchor + pts
 
 
 @dataclass(frozen=True)
@@ -255,13 +255,18 @@ class VideoInput(ThreadedInput[CapturedFrame]):
 
     def _produce(self, bridge: FrameBridge[CapturedFrame]) -> None:
         pacer = Pacer(bridge.wait_closed) if self._realtime else None
+        anchor: float | None = None  # a file's or lavfi's wall clock at pts 0
         try:
             for pts, frame, packet, width, height in self._positioned():
                 if pacer is not None:
                     pacer.wait_until(pts)
-                bridge.put(
-                    CapturedFrame(frame, packet, pts, self._produced, width, height, time.time())
-                )
+                # A live frame was captured when it came; a file's or a graph's is placed
+                # by its pts, paced or not (as its sound's chunks are), so a replay as fast
+                # as possible keeps the spacing of its frames on the wall clock.
+                if anchor is None and not self._live:
+                    anchor = time.time() - pts
+                at = time.time() if anchor is None else anchor + pts
+                bridge.put(CapturedFrame(frame, packet, pts, self._produced, width, height, at))
                 self._produced += 1
         finally:
             self._container.close()

@@ -2,7 +2,8 @@
 
 A starting point for your own nodes: the source saves each chunk as an
 ``audio/wav`` artifact and emits the reference; the meter reads the bytes back
-and emits one number per chunk.
+and emits one number per chunk, measured as the built-in ``use = "loudness"``
+node measures it (which also finds loud stretches: docs/nodes.md).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mediaflow import Context, MediaRef, Node
+from mediaflow.nodes.loudness import dbfs
 
 
 class ToneSource(Node):
@@ -80,6 +82,4 @@ class Loudness(Node):
         assert isinstance(ref, MediaRef)
         with wave.open(io.BytesIO(await ctx.read_artifact(ref))) as wav:
             pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
-        rms = float(np.sqrt(np.mean((pcm.astype(np.float64) / 32768) ** 2))) if pcm.size else 0.0
-        level = 20 * math.log10(rms) if rms > 0 else self.floor
-        return {"rms_dbfs": round(max(level, self.floor), 2)}
+        return {"rms_dbfs": round(dbfs(pcm, floor=self.floor), 2)}

@@ -116,6 +116,21 @@ async def test_realtime_pacing_on_and_off(clip: Path, spec_kind: str) -> None:
     assert fast_s < paced_s / 2
 
 
+@pytest.mark.parametrize("spec_kind", ["file", "lavfi"])
+async def test_a_replayed_frame_is_captured_at_its_pts_however_fast(
+    clip: Path, spec_kind: str
+) -> None:
+    """A file or a graph read as fast as it decodes keeps its frames' spacing on the wall
+    clock (what motion and loudness time their events by), as its sound's chunks do."""
+    spec = f"file:{clip}" if spec_kind == "file" else "lavfi:testsrc2=size=160x120:rate=30:d=1"
+    before = time.time()
+    frames = await collect(open_video(spec, realtime=False))
+    first = frames[0].captured_at
+    assert before <= first <= time.time()
+    assert [round(f.captured_at - first, 6) for f in frames] == [round(f.pts, 6) for f in frames]
+    assert frames[-1].pts == pytest.approx(29 / 30)
+
+
 async def test_mjpeg_passthrough_yields_undecoded_jpeg(tmp_path: Path) -> None:
     path = make_video(tmp_path / "cam.mkv", seconds=0.2, codec="mjpeg")
     source = open_video(f"file:{path}", realtime=False, passthrough=True)

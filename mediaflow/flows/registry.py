@@ -32,6 +32,8 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
         "speech": "mediaflow.nodes.speech:SpeechNode",
         "recorder": "mediaflow.nodes.recorder:RecorderNode",
         "timer": "mediaflow.nodes.timer:TimerNode",
+        "motion": "mediaflow.nodes.motion:MotionNode",
+        "loudness": "mediaflow.nodes.loudness:LoudnessNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(

@@ -7,4 +7,9 @@ flows that need it:
 - ``speech``: :mod:`mediaflow.nodes.speech` (audio chunks to transcripts);
   :mod:`mediaflow.nodes.recognizer` is the interface another speech engine
   implements.
+- ``motion``: :mod:`mediaflow.nodes.motion` (camera frames to motion events, per
+  zone; the image side in :mod:`mediaflow.nodes.motion_detect`).
+- ``loudness``: :mod:`mediaflow.nodes.loudness` (audio chunks to levels and
+  loudness events).
+  Both start and end events by the rules of :mod:`mediaflow.nodes.event_spans`.
 """
