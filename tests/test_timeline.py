@@ -136,3 +136,14 @@ def test_the_index_finds_clips_and_events_by_range(tmp_path: Path) -> None:
         assert not index.holds("elsewhere", ref(3).digest)
     finally:
         index.close()
+
+
+def test_zones_starting_on_one_frame_are_two_events(tmp_path: Path) -> None:
+    index = TimelineIndex.in_data_dir(tmp_path)
+    try:
+        for zone in ("door", "gate", None):
+            index.note_event("door", "motion", TimelineEvent("motion", "cam", T0, zone=zone))
+        found = index.events("door", T0 - 1, T0 + 1)
+        assert sorted(str(n.event.zone) for n in found) == ["None", "door", "gate"]
+    finally:
+        index.close()

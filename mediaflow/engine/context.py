@@ -285,6 +285,9 @@ class RunMore:
         if publish:
             fields = event.to_json()
             del fields["type"]  # the bus event's own type
+            for optional in ("zone", "text", "snapshot"):  # what this type of event lacks
+                if fields[optional] is None:
+                    del fields[optional]
             self.publish(event.type, **fields)
 
     def note_clip(self, ref: MediaRef, start: float, end: float, sources: tuple[str, ...]) -> None:

@@ -9,8 +9,8 @@ while it lasts), a score and an optional snapshot (a JPEG reference). Times are
 A node that detects events emits each as plain JSON on its ``event`` port
 (:meth:`TimelineEvent.to_json`, with ``phase`` ``"start"`` or ``"end"``) and
 notes it in the timeline index with ``ctx.more.note_event(event)``: once when it
-starts, again when it ends. Both are keyed by (flow, node, type, source, start),
-so a redelivered item notes the same event again rather than a second one.
+starts, again when it ends. Both are keyed by (flow, node, type, source, zone,
+start), so a redelivered item notes the same event again rather than a second one.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ notes each clip it keeps (``ctx.more.note_clip``); an event node notes each even
 (``ctx.more.note_event``). The server reads it to answer
 ``/api/recordings/{flow}/{node}``, exports and the wall's timeline.
 
-Rows are keyed by what they are about, so noting the same clip or event again (a
-redelivered item) replaces the row instead of adding one. A clip's bytes live in
+Rows are keyed by what they are about (a clip by its recorder and start; an event
+by its node, type, source, zone and start), so noting the same clip or event again
+(a redelivered item, an event's end) replaces the row instead of adding one. A clip's bytes live in
 the store: a clip the disk cap evicted keeps its row, and the timeline shows its
 time as a gap (see :mod:`mediaflow.timeline.spans`).
 
@@ -53,11 +54,11 @@ _SCHEMA: Final = (
         start REAL NOT NULL,
         end REAL,
         score REAL NOT NULL,
-        zone TEXT,
+        zone TEXT NOT NULL,
         text TEXT,
         snapshot TEXT,
         snapshot_digest TEXT,
-        PRIMARY KEY (flow, node, type, source, start)
+        PRIMARY KEY (flow, node, type, source, zone, start)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS events_by_start ON events (flow, start)",
     """CREATE INDEX IF NOT EXISTS events_by_snapshot ON events (snapshot_digest)
@@ -191,7 +192,7 @@ class TimelineIndex:
                 event.start,
                 event.end,
                 event.score,
-                event.zone,
+                event.zone or "",  # a key column: '' for the whole picture
                 event.text,
                 None if event.snapshot is None else json.dumps(event.snapshot.to_json()),
                 None if event.snapshot is None else event.snapshot.digest,
@@ -233,7 +234,7 @@ class TimelineIndex:
                     start=row[3],
                     end=row[4],
                     score=row[5],
-                    zone=row[6],
+                    zone=row[6] or None,
                     text=row[7],
                     snapshot=None if row[8] is None else MediaRef.from_json(json.loads(row[8])),
                 ),
