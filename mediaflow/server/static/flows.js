@@ -47,6 +47,9 @@
         this.root.append(this.controls.root);
       }
       this.root.append(this.grid);
+      // Recordings (timeline.js): a panel per recorder node, in the grid beside the live view.
+      const timeline = window.MediaflowWall.timeline;
+      this.recordings = timeline ? new timeline.Recordings(name, this.grid) : null;
     }
     apply(view) {
       let backlog = 0;
@@ -162,6 +165,7 @@
         main.querySelector(".empty")?.remove();
         main.append(view.root);
         await view.poll().catch(report);
+        view.recordings?.refresh().catch(report);
       }
     }
   }

@@ -6,7 +6,8 @@
 // decisions of text widgets), widget.js (the widget base), media.js (image, audio,
 // video widgets), text-widgets.js (text ports), status.js (status strip and
 // transcripts panel), control.js (flow control and dead letters, for a browser that
-// may write), flows.js (flows, their widgets, where values go).
+// may write), timeline-draw.js, timeline-play.js and timeline.js (a recorder's
+// timeline, player, events and export), flows.js (flows, their widgets, where values go).
 "use strict";
 
 (() => {
@@ -18,6 +19,7 @@
   const POLL_MS = 500;
   const FLOW_LIST_MS = 5000;
   const CLOCK_MS = 250; // how often live lines check whether they went stale
+  const TIMELINE_MS = 10_000; // recordings grow by a clip every clip_s (10 s by default)
   const EVENT_TYPES = [...new Set(["latest", "transcript", "run_started", "run_finished",
     ...Object.keys(STATUS_EVENTS), ...Object.keys(control.CONTROL_EVENTS)])];
 
@@ -56,6 +58,9 @@
       for (const flow of flows.values()) flow.controls?.refreshDead().catch(report);
     }, FLOW_LIST_MS);
     setInterval(() => { for (const flow of flows.values()) flow.clock(); }, CLOCK_MS);
+    setInterval(() => {
+      for (const flow of flows.values()) flow.recordings?.refresh().catch(report);
+    }, TIMELINE_MS);
   }
 
   start();
