@@ -26,11 +26,12 @@ from typing import Any, TextIO
 import av.error
 
 from mediaflow.cli.args import add_data_option
-from mediaflow.config import ConfigError, default_data_dir
+from mediaflow.config import ConfigError, default_data_dir, env_float
 from mediaflow.store import ArtifactStore
 from mediaflow.timeline import TimelineIndex
-from mediaflow.timeline.cut import ExportError, iso
+from mediaflow.timeline.cut import DEFAULT_MAX_SPAN_S, ExportError, iso
 from mediaflow.timeline.export import (
+    MAX_SPAN_ENV,
     ExportOptions,
     ExportProgress,
     ExportResult,
@@ -110,7 +111,7 @@ def export(args: argparse.Namespace, progress: ProgressLine | None = None) -> Ex
         raise BadInput(f"no recordings in {data_dir} (no {FILE_NAME})")
     if not args.output.parent.is_dir():
         raise BadInput(f"no directory {args.output.parent} to write {args.output.name} in")
-    options = ExportOptions.from_env()
+    options = ExportOptions(max_span_s=env_float(MAX_SPAN_ENV, DEFAULT_MAX_SPAN_S, minimum=1.0))
     index = TimelineIndex.in_data_dir(data_dir)
     store = ArtifactStore(data_dir)
     try:

@@ -53,18 +53,12 @@ MAX_SPAN_ENV = "MEDIAFLOW_EXPORT_MAX_S"
 
 @dataclass(frozen=True)
 class ExportOptions:
-    """``max_span_s``: the longest range exported at once (``MEDIAFLOW_EXPORT_MAX_S``,
-    24 h); ``join_tolerance_s``: how far apart two clips may meet without a gap."""
+    """``max_span_s``: the longest range exported at once (24 h; the commands read
+    ``MEDIAFLOW_EXPORT_MAX_S``, :data:`MAX_SPAN_ENV`); ``join_tolerance_s``: how far
+    apart two clips may meet without a gap."""
 
     max_span_s: float = DEFAULT_MAX_SPAN_S
     join_tolerance_s: float = JOIN_TOLERANCE_S
-
-    @classmethod
-    def from_env(cls) -> ExportOptions:
-        """Options from the environment; :class:`~mediaflow.config.ConfigError` for garbage."""
-        from mediaflow.config import env_float
-
-        return cls(max_span_s=env_float(MAX_SPAN_ENV, DEFAULT_MAX_SPAN_S, minimum=1.0))
 
 
 @dataclass(frozen=True)
