@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -33,6 +34,11 @@ from mediaflow.timeline import (
     export_clips,
     export_recording,
 )
+from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
+from tests.http_support import serve
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 ORIGIN = 1_800_000_000.0
 FPS = 15
@@ -232,3 +238,55 @@ def test_the_command_names_an_unknown_flow_or_recorder(
                  "-o", str(tmp_path / "x.mp4"), "--data", str(recording.data_dir)])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+READ_NUMBER = """async ([src, seekTo]) => {
+    const v = document.createElement('video');
+    v.muted = true;
+    document.body.appendChild(v);
+    const once = (name) => new Promise((ok, fail) => {
+        v.addEventListener(name, () => ok(name), {once: true});
+        v.addEventListener('error', () => fail(String(v.error && v.error.message)),
+                           {once: true});
+    });
+    const number = () => {  // bench.timeline.media's grid: 8 x 4 blocks, one bit each
+        const c = document.createElement('canvas');
+        c.width = v.videoWidth; c.height = v.videoHeight;
+        const g = c.getContext('2d');
+        g.drawImage(v, 0, 0);
+        const bw = Math.floor(c.width / 8), bh = Math.floor(c.height / 4);
+        let n = 0;
+        for (let bit = 0; bit < 32; bit++) {
+            const x = (bit % 8) * bw + (bw >> 1), y = Math.floor(bit / 8) * bh + (bh >> 1);
+            if (g.getImageData(x, y, 1, 1).data[0] > 128) n += 2 ** bit;
+        }
+        return n;
+    };
+    const at = async (t) => {  // a frame is drawable once a seek to it has finished
+        const seeked = once('seeked');
+        v.currentTime = t;
+        await seeked;
+        return number();
+    };
+    const loaded = once('loadeddata');
+    v.src = src;
+    await loaded;
+    const first = await at(0);
+    return {duration: v.duration, first, there: await at(seekTo)};
+}"""
+
+
+async def test_chromium_begins_at_the_asked_start_and_seeks_in_the_export(
+    recording: Recording, tmp_path: Path, page: Page
+) -> None:
+    start, end = 7.3, 19.7  # from mid-GOP of the second clip, into the fourth
+    out = tmp_path / "browser.mp4"
+    export_clips(recording.files(), ORIGIN + start, ORIGIN + end, out)
+    ref = await ArtifactStore(recording.data_dir).save(out, "video/mp4")
+    async with serve(recording.data_dir) as served:
+        await page.goto(f"{served.url}/healthz")
+        seen = await page.evaluate(READ_NUMBER, [f"{served.url}/artifacts/{ref.digest}", 6.0])
+    assert seen["duration"] == pytest.approx(end - start, abs=FRAME)
+    assert seen["first"] == pytest.approx(number_at(start), abs=1)  # the edit list honoured
+    assert seen["there"] == pytest.approx(number_at(start + 6.0), abs=1)
+    assert not page_errors(page)
