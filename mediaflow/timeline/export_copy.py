@@ -8,6 +8,7 @@ before 0 become the edit list); later pieces start at their first keyframe.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,7 +30,7 @@ from mediaflow.timeline.cut import CannotExport, ClipFile, Piece, iso
 # warm up (its first output is overlap-added with the previous frame); the edit list
 # hides it.
 AUDIO_WARMUP_PACKETS = 1
-EPSILON_S = 1e-6
+EPSILON = Fraction(1, 1_000_000)  # one microsecond
 
 
 @dataclass
@@ -127,13 +128,18 @@ def _first_shown(source: InputContainer, video: VideoStream, local_in: Fraction)
         if best is not None and _seconds(_time(packet.dts, packet.pts), packet) >= best:
             break
         at = _seconds(_time(packet.pts, packet.dts), packet)
-        if at >= local_in - EPSILON_S and (best is None or at < best):
+        if at >= local_in - EPSILON and (best is None or at < best):
             best = at
     return local_in if best is None else best
 
 
 class _Copier:
-    """One piece's packets, demuxed in file order and muxed shifted."""
+    """One piece's packets, demuxed in file order and muxed shifted.
+
+    Per packet the arithmetic is on integers in the stream's own time base (the cut
+    points and the shift converted once per piece): Fractions per packet were 60 %
+    of an export's time.
+    """
 
     def __init__(
         self, output: OutputContainer, state: CopyState, piece: Piece, has_audio: bool
@@ -142,28 +148,48 @@ class _Copier:
         self.state = state
         self.piece = piece
         self.shift = Fraction(piece.shift) - state.lead
-        self.local_in = Fraction(piece.local_in)
-        self.local_out = Fraction(piece.local_out)
         self.started = False  # the first keyframe was copied
         self.video_done = False
         self.audio_done = not has_audio or state.audio_stream is None
         self.held_audio: list[Packet] = []  # before the cut, for the decoder's warm-up
+        self.video: _Ticks | None = None
+        self.audio: _Ticks | None = None
 
     def run(self, source: InputContainer, video: VideoStream, audio: AudioStream | None) -> None:
-        streams = [video] if audio is None or self.state.audio_stream is None else [video, audio]
-        for packet in source.demux(streams):
+        copy_audio = audio is not None and self.state.audio_stream is not None
+        self.video = self._ticks(video.time_base, self.state.last_video_dts)
+        if copy_audio and audio is not None:
+            self.audio = self._ticks(audio.time_base, self.state.audio_end)
+        for packet in source.demux([video, audio] if copy_audio and audio else [video]):
             if packet.dts is None and packet.pts is None:
                 continue  # the demuxer's flush packet
             if packet.stream.type == "video":
-                self._video(packet)
-            else:
-                self._audio(packet)
+                self._video(packet, self.video)
+            elif self.audio is not None:
+                self._audio(packet, self.audio)
             if self.video_done and self.audio_done:
                 break
+        self.state.last_video_dts = self.video.seconds(self.video.last)
+        if self.audio is not None:
+            self.state.audio_end = self.audio.seconds(self.audio.last)
 
-    def _video(self, packet: Packet) -> None:
-        local = _seconds(_time(packet.pts, packet.dts), packet)
-        if local >= self.local_out - EPSILON_S:
+    def _ticks(self, time_base: Fraction | None, last: Fraction | None) -> _Ticks:
+        if time_base is None:
+            raise CannotExport(f"a track of {self.piece.source.path.name} has no time base")
+        tb = Fraction(time_base)
+        piece = self.piece
+        return _Ticks(
+            tb,
+            cut_in=math.ceil((Fraction(piece.local_in) - EPSILON) / tb),
+            warm_up_end=math.floor((Fraction(piece.local_in) + EPSILON) / tb),
+            cut_out=math.ceil((Fraction(piece.local_out) - EPSILON) / tb),
+            shift=round(self.shift / tb),
+            last=None if last is None else math.floor(last / tb),
+        )
+
+    def _video(self, packet: Packet, ticks: _Ticks) -> None:
+        pts = _time(packet.pts, packet.dts)
+        if pts >= ticks.cut_out:
             # Decode order past the cut (no B-frames in what the recorder writes, so
             # nothing after this is shown before it).
             self.video_done = True
@@ -171,53 +197,62 @@ class _Copier:
         if not self.started:
             if not packet.is_keyframe:
                 return
-            if not self.piece.first and local < self.local_in - EPSILON_S:
+            if not self.piece.first and pts < ticks.cut_in:
                 return  # a later clip overlapping what is covered: from a keyframe after
             self.started = True
             if self.state.first_keyframe is None:
-                self.state.first_keyframe = self.piece.source.clip.start + float(local)
-        shift = self.shift
-        dts = _seconds(_time(packet.dts, packet.pts), packet) + shift
-        last = self.state.last_video_dts
-        if last is not None and dts <= last:
-            shift += last - dts + _tick(packet)  # a seam rounded a tick early: keep order
-            self.shift = shift
-            dts = last + _tick(packet)
-        _move(packet, shift)
+                self.state.first_keyframe = self.piece.source.clip.start + float(pts * ticks.tb)
+        dts = _time(packet.dts, packet.pts) + ticks.shift
+        if ticks.last is not None and dts <= ticks.last:
+            ticks.shift += ticks.last + 1 - dts  # a seam rounded a tick early: keep order
+            dts = ticks.last + 1
+        _move(packet, ticks.shift)
         packet.stream = self.state.video_stream
         self.output.mux(packet)
-        self.state.last_video_dts = dts
+        ticks.last = dts
         self.state.video_packets += 1
 
-    def _audio(self, packet: Packet) -> None:
+    def _audio(self, packet: Packet, ticks: _Ticks) -> None:
         if packet.pts is None:
             return
-        local = _seconds(packet.pts, packet)
-        length = _seconds(packet.duration or 0, packet)
-        if local >= self.local_out - EPSILON_S:
+        if packet.pts >= ticks.cut_out:
             self.audio_done = True
             return
-        if local + length <= self.local_in + EPSILON_S:
+        if packet.pts + (packet.duration or 0) <= ticks.warm_up_end:
             if self.piece.first:  # before the cut: kept for the decoder's warm-up
                 self.held_audio = [*self.held_audio, packet][-AUDIO_WARMUP_PACKETS:]
             return
         for held in self.held_audio:
-            self._write_audio(held)
+            self._write_audio(held, ticks)
         self.held_audio = []
-        self._write_audio(packet)
+        self._write_audio(packet, ticks)
 
-    def _write_audio(self, packet: Packet) -> None:
+    def _write_audio(self, packet: Packet, ticks: _Ticks) -> None:
         assert packet.pts is not None
-        start = _seconds(packet.pts, packet) + self.shift
-        length = _seconds(packet.duration or 0, packet)
-        end = self.state.audio_end
-        if end is not None and start < end - length / 2:
+        start, length = packet.pts + ticks.shift, packet.duration or 0
+        if ticks.last is not None and 2 * start < 2 * ticks.last - length:
             return  # overlaps sound already written (a clip's first, priming, packet)
-        _move(packet, self.shift)
+        _move(packet, ticks.shift)
         packet.stream = self.state.audio_stream
         self.output.mux(packet)
-        self.state.audio_end = start + length
+        ticks.last = start + length
         self.state.audio_packets += 1
+
+
+@dataclass
+class _Ticks:
+    """A piece's cut points and shift in one stream's time base; ``last``: the output
+    dts written last (video) or where the sound written ends (audio)."""
+
+    tb: Fraction
+    cut_in: int  # first tick at or after the cut (less a microsecond)
+    warm_up_end: int  # sound ending at or before this is before the cut
+    cut_out: int  # first tick at or after the end
+    shift: int
+    last: int | None
+
+    def seconds(self, ticks: int | None) -> Fraction | None:
+        return None if ticks is None else ticks * self.tb
 
 
 def _seconds(ticks: int, packet: Packet) -> Fraction:
@@ -234,15 +269,8 @@ def _time(first: int | None, second: int | None) -> int:
     return second
 
 
-def _tick(packet: Packet) -> Fraction:
-    assert packet.time_base is not None
-    return Fraction(packet.time_base)
-
-
-def _move(packet: Packet, shift: Fraction) -> None:
-    """Shift ``packet``'s times by ``shift`` seconds (in its own time base)."""
-    assert packet.time_base is not None
-    ticks = round(shift / Fraction(packet.time_base))
+def _move(packet: Packet, ticks: int) -> None:
+    """Shift ``packet``'s times by ``ticks`` of its own time base."""
     if packet.pts is not None:
         packet.pts += ticks
     if packet.dts is not None:
