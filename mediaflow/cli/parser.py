@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mediaflow.cli import demo as cli_demo
 from mediaflow.cli import devices as cli_devices
+from mediaflow.cli import export as cli_export
 from mediaflow.cli import flows as cli_flows
 from mediaflow.cli import gc as cli_gc
 from mediaflow.cli import run as cli_run
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_gc.add_parser(sub, parents=[common])
     cli_trace.add_parser(sub, parents=[common])
     cli_flows.add_parser(sub, parents=[common])
+    cli_export.add_parser(sub, parents=[common])
     return parser
 
 
@@ -132,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_trace.run(args)
         if args.command == cli_flows.COMMAND:
             return cli_flows.run(args)
+        if args.command == cli_export.COMMAND:
+            return cli_export.run(args)
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command!r}")

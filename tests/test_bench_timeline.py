@@ -1,0 +1,49 @@
+"""``python -m bench.timeline``, briefly: its accuracy reading on made-up frames, and one
+tiny real run against ffmpeg's concat demuxer on the same clips.
+
+Whether mediaflow is faster than the peer on a busy machine is the bench's question,
+not the test's; that its own exports are frame-exact and in step with the sound is.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from bench.timeline.main import accuracy, main, ranges
+from bench.timeline.media import Shown
+
+
+def test_accuracy_counts_frames_off_the_asked_range_and_the_sound_skew() -> None:
+    # Asked 2.5 s to 4.5 s at 10 fps: frames 25 to 44. Shown: from 23 (two early), one
+    # repeated, to 44; the beep of second 3 (frame 30, shown at 0.8 s) heard 20 ms late.
+    numbers = [23, 24, 25, 26, 26, *range(27, 45)]
+    frames = [(k / 10, n) for k, n in enumerate(numbers)]
+    seen = Shown(frames, beeps=[0.8 + 0.02], audio_start=0.0)
+    found = accuracy(seen, 2.5, 2.0, 10)
+    assert found["first_off_frames"] == -2 and found["last_off_frames"] == 0
+    assert found["length_off_frames"] == 3 and found["frames_missing_or_repeated"] == 1
+    assert found["sound_skew_ms"] == pytest.approx(20.0)
+
+
+def test_ranges_are_spread_and_off_the_grid() -> None:
+    starts = ranges(600, 120, 3)
+    assert len(set(starts)) == 3 and all(0 < s < 480 and round(s % 1, 2) == 0.37 for s in starts)
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg binary is the peer")
+def test_a_tiny_run_reports_every_tool_and_ours_is_exact(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["--minutes", "0.5", "--range", "8", "--runs", "1", "--size", "160x120",
+                 "--clip", "4", "--json"])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["tools"]) == {"export_clips", "mediaflow export", "ffmpeg concat"}
+    for tool in ("export_clips", "mediaflow export"):
+        ours = report["tools"][tool]
+        assert ours["first_off_frames"] == ours["last_off_frames"] == [0], ours
+        assert ours["discontinuities"] == 0 and ours["sound_skew_ms"] <= 40
+    assert report["ffmpeg_over_export_clips"]["median"] > 0
