@@ -206,7 +206,7 @@ def test_the_command_writes_the_range_and_prints_its_gaps(
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--start", "yesterday", "--end", "1"], "'yesterday' is not a time"),
+        (["--start", "yesterday", "--end", "1"], "time 'yesterday' is not ISO 8601"),
         (["--start", "5", "--end", "5"], "is not before"),
         (["--start", "1", "--end", "100"], "recorded nothing between"),
         (["--start", str(ORIGIN), "--end", str(ORIGIN + 90_000)], "at most 86,400 s"),

@@ -19,7 +19,6 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,8 +27,8 @@ import av.error
 from mediaflow.cli.args import add_data_option
 from mediaflow.config import ConfigError, default_data_dir, env_float
 from mediaflow.store import ArtifactStore
-from mediaflow.timeline import TimelineIndex
-from mediaflow.timeline.cut import DEFAULT_MAX_SPAN_S, ExportError, iso
+from mediaflow.timeline import TimelineIndex, times
+from mediaflow.timeline.cut import DEFAULT_MAX_SPAN_S, ExportError
 from mediaflow.timeline.export import (
     MAX_SPAN_ENV,
     ExportOptions,
@@ -38,6 +37,7 @@ from mediaflow.timeline.export import (
     export_recording,
 )
 from mediaflow.timeline.index import FILE_NAME
+from mediaflow.timeline.times import iso
 
 log = logging.getLogger("mediaflow.export")
 
@@ -71,18 +71,10 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
 def parse_time(text: str) -> float:
     """Epoch seconds of ``text``: a number, or ISO 8601 (local time without a zone).
     Raises :class:`BadInput`."""
-    raw = text.strip()
     try:
-        return float(raw)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(raw)
-    except ValueError:
-        raise BadInput(
-            f"{text!r} is not a time: give ISO 8601 (2026-12-06T14:02:00+01:00) or epoch seconds"
-        ) from None
-    return when.timestamp()  # a naive datetime is local time
+        return times.parse_time(text, naive_zone=None)
+    except times.TimeError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
 from mediaflow.timeline.index import RecordedClip
+from mediaflow.timeline.times import iso
 
 DEFAULT_MAX_SPAN_S: Final = 24 * 3600.0
 # Seams between consecutive clips wobble by the capture clock's jitter (a few ms to a
@@ -107,11 +107,6 @@ class ExportPlan:
     @property
     def clips(self) -> tuple[RecordedClip, ...]:
         return tuple(piece.source.clip for piece in self.pieces)
-
-
-def iso(when: float) -> str:
-    """``when`` (epoch seconds) as ISO 8601 UTC, to the millisecond, for messages."""
-    return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds")
 
 
 def check_range(start: float, end: float, max_span_s: float = DEFAULT_MAX_SPAN_S) -> None:

@@ -40,11 +40,11 @@ from mediaflow.timeline.cut import (
     ExportPlan,
     NothingRecorded,
     check_range,
-    iso,
     plan_export,
 )
 from mediaflow.timeline.export_copy import CopyState, copy_piece, open_streams
 from mediaflow.timeline.index import RecordedClip, TimelineIndex
+from mediaflow.timeline.times import iso
 
 log = logging.getLogger("mediaflow.timeline.export")
 

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
     Packet = AnyPacket[Any]
 
-from mediaflow.timeline.cut import CannotExport, ClipFile, Piece, iso
+from mediaflow.timeline.cut import CannotExport, ClipFile, Piece
+from mediaflow.timeline.times import iso
 
 # The sound packet before the cut is copied too: an AAC decoder needs one packet to
 # warm up (its first output is overlap-added with the previous frame); the edit list
