@@ -14,7 +14,8 @@ are never paced (the stage decides what to leave out when it falls behind).
 Each packet carries its times in seconds since the input's first packet, on one
 clock for video and sound (RTSP maps both to the sender's clock), and
 ``captured_at``: the wall-clock time of its presentation, placed by its own
-timestamps (:class:`CaptureClock`), not by when the network delivered it.
+timestamps (:class:`CaptureClock`), not by when the network delivered it; a file's
+or lavfi's from its first packet's arrival on, paced or not.
 """
 
 from __future__ import annotations
@@ -258,8 +259,11 @@ class PacketInput(ThreadedInput[CapturedPacket]):
                     break
                 if pacer is not None:
                     pacer.wait_until(packet.dts_s)
-                # Clocked in decode order (rising even with B-frames).
-                clock.observe(packet.dts_s, time.time())
+                # Clocked in decode order (rising even with B-frames). A file's or a
+                # graph's packets are placed by their own times from the first on, paced
+                # or not: read as fast as it goes, a replay keeps its spacing on the clock.
+                if self._live or self._produced == 0:
+                    clock.observe(packet.dts_s, time.time())
                 for ready in hold.take(packet, time.monotonic() - asked):
                     self._deliver(stage, ready, clock)
             for ready in hold.flush():

@@ -75,6 +75,10 @@ async def test_a_copied_source_keeps_its_packets_cut_at_keyframes_with_its_sound
     # One JPEG a second, from a keyframe decoded on its own after the first group.
     images = result.port("image")
     assert [i.ref.meta["pts"] for i in images] == pytest.approx([0, 1, 2, 3, 4, 5], abs=1e-4)
+    # Read as fast as it goes, the file keeps its spacing on the wall clock.
+    first = segments[0].ref.meta["captured_at"]
+    assert [s.ref.meta["captured_at"] - first for s in segments] == pytest.approx([0, 2, 4])
+    assert [i.ref.meta["captured_at"] - first for i in images] == pytest.approx([0, 1, 2, 3, 4, 5])
     assert all(i.ref.meta["width"] == 320 and i.ref.meta["codec"] == "jpeg" for i in images)
     stats = run_of(result).statistics()
     assert stats["decoded"] == FPS + 5  # not 90: a file's first group through, then keyframes

@@ -10,74 +10,42 @@ frame ``k * FPS``.
 
 from __future__ import annotations
 
-import math
 import struct
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from bench.timeline.media import make_source, record, retime, shown
+from bench.timeline.media import shown
 from mediaflow.cli import main
 from mediaflow.store import ArtifactStore
 from mediaflow.timeline import (
-    ClipFile,
     ExportOptions,
     NothingRecorded,
     RangeTooLong,
-    RecordedClip,
     TimelineIndex,
     export_clips,
     export_recording,
 )
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.http_support import serve
+from tests.timeline_support import (  # noqa: F401 - fixtures
+    FLOW,
+    FPS,
+    FRAME,
+    NODE,
+    ORIGIN,
+    Recording,
+    index_fixture,
+    number_at,
+    recording_fixture,
+)
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
-
-ORIGIN = 1_800_000_000.0
-FPS = 15
-FRAME = 1 / FPS
-SECONDS = 36
-FLOW, NODE = "rec", "rec"
-
-
-@dataclass(frozen=True)
-class Recording:
-    data_dir: Path
-    clips: list[RecordedClip]
-
-    def files(self) -> list[ClipFile]:
-        store = ArtifactStore(self.data_dir)
-        return [ClipFile(c, store.path_for(c.ref.digest)) for c in self.clips]
-
-
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
-    folder = tmp_path_factory.mktemp("timeline")
-    source = folder / "numbered.mp4"
-    make_source(source, SECONDS, fps=FPS, keyint=FPS)
-    record(source, folder / "data", flow=FLOW, segment_s=2, clip_s=6, timeout=120)
-    clips = retime(folder / "data", FLOW, NODE, ORIGIN)
-    assert [round(c.start - ORIGIN, 3) for c in clips] == [0, 6, 12, 18, 24, 30]
-    return Recording(folder / "data", clips)
-
-
-@pytest.fixture
-def index(recording: Recording) -> Iterator[TimelineIndex]:
-    opened = TimelineIndex.in_data_dir(recording.data_dir)
-    yield opened
-    opened.close()
-
-
-def number_at(t: float) -> int:
-    """The number of the first frame at or after ``ORIGIN + t``."""
-    return math.ceil(round(t * FPS, 6))
 
 
 def edit_lists(path: Path) -> list[list[tuple[int, int]]]:

@@ -5,8 +5,8 @@ gap; an evicted clip is drawn as such.
 A lavfi camera (testsrc2: every frame differs) is recorded into three 4 s clips.
 It runs faster than real time, so its clips' capture times reach past the end of
 the run; the test lays them where the wall's default window shows them (one after
-the other, ending a minute ago) by noting them again in a fresh timeline index. What the page shows is
-compared with what PyAV decodes from the same clip.
+the other, ending a minute ago) by noting them again in a fresh timeline index.
+What the page shows is compared with what PyAV decodes from the same clip.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from mediaflow.server import (
     auth,
     control,
     cors,
+    exports,
     links,
     live,
     metrics,
@@ -119,6 +120,7 @@ def create_app(state: AppState) -> web.Application:
     openapi.add_routes(app)
     live.add_routes(app)
     recordings.add_routes(app)
+    exports.add_routes(app)
     return app
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from mediaflow.flows.spec import NAME_PATTERN
 from mediaflow.server.openapi_parts import (
+    ARTIFACT_HEADERS,
+    BINARY,
     BOOL,
     FLOW,
     INT,
@@ -15,6 +17,7 @@ from mediaflow.server.openapi_parts import (
     answer,
     array,
     errors,
+    header,
     nullable,
     obj,
     op,
@@ -26,6 +29,11 @@ from mediaflow.server.recordings import MAX_EVENTS
 
 TIME_ABOUT = "ISO 8601 (UTC when it names no zone) or seconds since the epoch"
 NAMES = string(f"^{NAME_PATTERN}(,{NAME_PATTERN})*$")
+EXPORT_HEADERS: Schema = {
+    "X-Mediaflow-Begins-At": header(r"^[0-9]+(\.[0-9]+)?$", "the wall-clock time of the file's 0"),
+    "X-Mediaflow-Gaps": header(about="JSON: [[start, end], ...] closed up in the file"),
+    "Content-Disposition": header(about="a file name"),
+}
 SPAN_TIMES: Schema = {"start": NUM, "end": NUM, "start_iso": STR, "end_iso": STR}
 
 
@@ -80,6 +88,32 @@ def timeline_ops() -> Schema:
                 LINK_READ,
                 {"200": answer("The timeline.", ref("RecordingTimeline"))} | errors(400, 401, 404),
                 parameters=[FLOW, node, start, end],
+            )
+        },
+        "/api/recordings/{flow}/{node}/export.mp4": {
+            "get": op(
+                "One MP4 of a recorded range, packets copied (answered like an artifact)",
+                LINK_READ,
+                {
+                    "200": {
+                        "description": "The MP4, from the keyframe at or before start, with an"
+                        " edit list so players begin at start; gaps closed up and listed.",
+                        "content": {"video/mp4": BINARY},
+                        "headers": ARTIFACT_HEADERS | EXPORT_HEADERS,
+                    },
+                    "206": {
+                        "description": "A range of it.",
+                        "content": {"video/mp4": BINARY},
+                        "headers": ARTIFACT_HEADERS | EXPORT_HEADERS,
+                    },
+                }
+                | errors(400, 401, 404, 409),
+                parameters=[
+                    FLOW,
+                    node,
+                    param("query", "start", STR, TIME_ABOUT, required=True),
+                    param("query", "end", STR, TIME_ABOUT, required=True),
+                ],
             )
         },
         "/api/flows/{flow}/events": {

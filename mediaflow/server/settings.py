@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 
 from mediaflow.config import ConfigError, env_float, env_int
+from mediaflow.timeline.cut import DEFAULT_MAX_SPAN_S
+from mediaflow.timeline.export import MAX_SPAN_ENV
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -57,6 +59,7 @@ class ServerSettings:
     link_default_s: float = DAY_S
     link_max_s: float = 30 * DAY_S
     link_history: int = 1024
+    export_max_s: float = DEFAULT_MAX_SPAN_S  # MEDIAFLOW_EXPORT_MAX_S: the longest export
 
     def __post_init__(self) -> None:
         if self.lock_reads and not self.token:
@@ -96,4 +99,5 @@ class ServerSettings:
             ),
             link_max_s=link_max_s,
             link_history=env_int("MEDIAFLOW_LINK_HISTORY", d.link_history, minimum=1),
+            export_max_s=env_float(MAX_SPAN_ENV, d.export_max_s, minimum=1.0),
         )
