@@ -25,9 +25,12 @@ DEMO_FLOW = demo_flow()
 LATEST = {("cam", "image"), ("mic", "audio"), ("asr", "text"), ("rec", "video")}
 
 
+DEMO_NODES = {"cam", "mic", "asr", "rec", "loud"}
+
+
 def test_the_demo_flow_file_loads() -> None:
     spec = load_flow(DEMO_FLOW)
-    assert spec.name == "demo" and set(spec.nodes) == {"cam", "mic", "asr", "rec"}
+    assert spec.name == "demo" and set(spec.nodes) == DEMO_NODES
     assert (DEMO_FLOW.parent / "speech" / "commands.wav").stat().st_size < 300_000
     samples = Path(__file__).resolve().parents[1] / "samples"
     assert load_flow(samples / "devices.toml").name == "devices"
@@ -93,7 +96,8 @@ async def check_demo(url: str, page: Page) -> None:
         while time.monotonic() < deadline:
             async with client.get(f"{url}/api/flows/demo") as resp:
                 latest = latest_values(await resp.json())
-            if set(latest) >= LATEST and any(e.get("type") == "transcript" for e in events):
+            seen = {e.get("type") for e in events}
+            if set(latest) >= LATEST and {"transcript", "loudness"} <= seen:
                 break
             await asyncio.sleep(0.1)
         assert set(latest) >= LATEST, sorted(latest)
@@ -119,6 +123,13 @@ async def check_demo(url: str, page: Page) -> None:
     assert page_errors(page) == []
     assert latest["asr", "text"] in {"turn on the lights", "what time is it", "open the door"}
     assert any(e.get("type") == "transcript" for e in events)
+    # The spoken stretches are loudness events, and on the recorder's timeline.
+    assert any(e.get("type") == "loudness" and e.get("source") == "mic" for e in events)
+    recordings = f"{url}/api/recordings/demo/rec"
+    async with aiohttp.ClientSession() as client, client.get(recordings) as resp:
+        timeline = await resp.json()
+    assert timeline["spans"] and "mic" in timeline["sources"]
+    assert {e["type"] for e in timeline["events"]} >= {"loudness", "transcript"}
     reader.cancel()
 
 
@@ -147,6 +158,6 @@ def test_the_demo_copies_out_and_runs_from_the_copy(tmp_path: Path) -> None:
     for name in cli_demo.DEMO_FILES:
         assert (target / name).read_bytes() == (cli_demo.DEMO_DIR / name).read_bytes()
     spec = load_flow(target / "demo.toml")
-    assert set(spec.nodes) == {"cam", "mic", "asr", "rec"}
+    assert set(spec.nodes) == DEMO_NODES
     with pytest.raises(FileExistsError, match=r"demo\.toml already exists"):
         cli_demo.copy_demo(target)
