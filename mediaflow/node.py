@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from mediaflow.media import MediaRef
 
@@ -26,6 +26,39 @@ if TYPE_CHECKING:
     from mediaflow.timeline.events import TimelineEvent
 
 T = TypeVar("T")
+
+ControlAction = Literal["pause", "resume", "step", "disable", "enable"]
+"""What a flow can be told, over HTTP (``POST /api/flows/{flow}/<action>``) or by a
+node (``ctx.more.control``)."""
+
+
+class DependencyAway(Exception):
+    """Raised by a node's ``run`` when a service it depends on (a broker, a web
+    service) is away: not reachable, or not answering in time. Not the item's
+    fault: the engine runs the item again after a wait that grows (capped, like
+    an artifact store that is away), costs it no attempt and never dead-letters it
+    for this, so items wait in the queue, in order, until the service is back.
+    ``dependency`` names the service in a short word (``"mqtt"``): the ``away``
+    field of the ``cascade_retry`` events says it. Keep secrets out of the message.
+    """
+
+    def __init__(self, dependency: str, message: str) -> None:
+        if not dependency:
+            raise ValueError("DependencyAway needs the dependency's name")
+        super().__init__(message)
+        self.dependency = dependency
+
+
+@dataclass(frozen=True)
+class Wire:
+    """Where one input port of a node is wired from: ``node.port`` of the flow,
+    of ``kind``; ``builtin`` is the producer's built-in name (``"motion"``,
+    ``"camera"``), None for a class of the user's own."""
+
+    node: str
+    port: str
+    kind: str
+    builtin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +163,26 @@ class MoreContext(Protocol):
         process of the same run), or None: a resumed source continues its ``seq``."""
         ...
 
+    def wires(self) -> Mapping[str, Wire]:
+        """Every wired input port of this node and what it reads (a sink that names
+        what it publishes after the node and port it came from)."""
+        ...
+
+    def flow_status(self) -> str:
+        """The flow's status as the API shows it: ``running``, ``paused``,
+        ``disabled`` or ``stopping``."""
+        ...
+
+    async def control(self, action: ControlAction) -> str:
+        """Pause, resume, step, disable or enable the flow through the same path as
+        the HTTP API (one at a time per flow; asking for the state the flow is in
+        changes nothing). Returns the flow's status after. Raises
+        :class:`~mediaflow.engine.operate.FlowStateError` for an action the flow's
+        state forbids (anything but ``enable`` on a disabled flow, a step while
+        running, anything while stopping). A node must not wait on it from its own
+        ``run``: a pause waits for nothing, but the node's item holds its stream."""
+        ...
+
 
 class Context(Protocol):
     """What the engine gives a node's ``run`` and ``setup``: the core every node
@@ -220,6 +273,12 @@ class Node:
     independent (a pure, CPU-bound transform): every executor of the flow
     claims its stream at once, which is how ``mediaflow worker`` speeds it up."""
 
+    open_inputs: ClassVar[bool] = False
+    """The node takes any input the flow wires to it, under any port name: each
+    such port has the kind of the output wired to it (a sink that publishes
+    whatever it is given). Its declared ``inputs`` may then be empty; at least
+    one input must be wired. ``ctx.more.wires()`` tells the run what each is."""
+
     optional_inputs: ClassVar[frozenset[str]] = frozenset()
     """Input ports the flow may leave unwired (``ctx.more.is_wired`` tells the run);
     every other declared input must be wired."""
@@ -248,4 +307,4 @@ class Node:
     @classmethod
     def is_source(cls) -> bool:
         """Whether the class declares no inputs (the engine runs it once, to the end)."""
-        return not cls.inputs
+        return not cls.inputs and not cls.open_inputs

@@ -1,12 +1,14 @@
 """When a dependency is away: which failures mean it, how long to wait, what to tell.
 
 An edge box's uplink drops, and the artifact service or the queue stops
-answering for a while. That is not the fault of the node that met it, and
-running it again at once will not help: it waits and carries on. It is not
-failed, retried as a failure, dead-lettered or (a source) ended. These are the
-pure decisions. The waiting is done in two places. :mod:`.outages` makes a
-source's saves wait. The reducer retries an item that failed only because of an
-outage after a backoff, and the retry costs no attempt (``NodeFinishedTick.away``).
+answering for a while; a sink's broker or web service goes down (the node
+raises :class:`~mediaflow.node.DependencyAway`). That is not the fault of the
+node that met it, and running it again at once will not help: it waits and
+carries on. It is not failed, retried as a failure, dead-lettered or (a source)
+ended. These are the pure decisions. The waiting is done in two places.
+:mod:`.outages` makes a source's saves wait. The reducer retries an item that
+failed only because of an outage after a backoff, and the retry costs no attempt
+(``NodeFinishedTick.away``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
+from mediaflow.node import DependencyAway
 from mediaflow.queue.contract import QueueUnavailable
 from mediaflow.store import RemoteStoreError, StoreUnreachable
 
-Dependency = Literal["store", "queue"]
+Dependency = str
+"""``"store"``, ``"queue"``, or the name a node's :class:`~mediaflow.node.DependencyAway`
+gives its service (``"mqtt"``)."""
 
 PAUSE_FIRST_S: Final = 0.2
 PAUSE_MAX_S: Final = 5.0
@@ -37,8 +42,11 @@ _USERINFO: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@"
 def away_from(exc: BaseException) -> Dependency | None:
     """Which dependency ``exc`` says is away: ``"store"`` (the artifact service did
     not answer, or its proxy said it is down), ``"queue"`` (the queue could not be
-    reached), or None for any other failure. A full store (:class:`StoreFull`) is
-    not away: it needs an operator, not patience."""
+    reached), the service a node named (:class:`~mediaflow.node.DependencyAway`),
+    or None for any other failure. A full store (:class:`StoreFull`) is not away:
+    it needs an operator, not patience."""
+    if isinstance(exc, DependencyAway):
+        return exc.dependency
     if isinstance(exc, StoreUnreachable):
         return "store"
     if isinstance(exc, RemoteStoreError) and exc.status in _PROXY_AWAY:

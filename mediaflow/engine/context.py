@@ -22,13 +22,15 @@ from typing import Any, Final, TypeVar
 from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import Journal
+from mediaflow.engine.operate import FlowControls
 from mediaflow.engine.outages import StoreOutages
 from mediaflow.engine.pins import Held, Pins
 from mediaflow.engine.services import Services
 from mediaflow.flows import FlowSpec
+from mediaflow.flows.registry import builtin_name
 from mediaflow.live.hub import LiveHub
 from mediaflow.media import MediaRef, decode_value
-from mediaflow.node import ItemInfo
+from mediaflow.node import ControlAction, ItemInfo, Wire
 from mediaflow.queue.contract import WorkItem
 from mediaflow.store import ArtifactStore
 from mediaflow.store.info import Source
@@ -48,10 +50,12 @@ class FlowEnv:
     is recorded; ``is_stopping(node)`` answers whether the run is shutting down
     or that node was told to end (a disabled flow's source, a reloaded one);
     ``services`` are the session's (``ctx.more.shared``); ``outages`` saves for
-    the sources, riding out a store that is away."""
+    the sources, riding out a store that is away; ``controls`` are the session's
+    (``ctx.more.control``; None for a runner without a session)."""
 
     __slots__ = (
         "bus",
+        "controls",
         "flow",
         "is_stopping",
         "journal",
@@ -76,8 +80,10 @@ class FlowEnv:
         live: LiveHub,
         services: Services,
         is_stopping: Callable[[str], bool],
+        controls: FlowControls | None = None,
     ) -> None:
         self.spec = spec
+        self.controls = controls
         self.flow = spec.name
         self.journal = journal
         self.store = store
@@ -308,3 +314,29 @@ class RunMore:
         """The newest value this node emitted on ``port`` (this run or a crashed one), or None."""
         encoded = self._ctx._env.journal.latest_values.get((self._ctx.node, port))
         return None if encoded is None else decode_value(encoded)
+
+    def wires(self) -> dict[str, Wire]:
+        """Every wired input port of this node and what it reads (see
+        :class:`~mediaflow.node.MoreContext`)."""
+        spec = self._ctx._env.spec
+        node = spec.nodes[self._ctx.node]
+        wires = {}
+        for port, ref in node.inputs.items():
+            producer = spec.nodes[ref.node]
+            kind = producer.output_kinds[ref.port]
+            wires[port] = Wire(ref.node, ref.port, kind, builtin_name(producer.node_class))
+        return wires
+
+    def _controls(self) -> FlowControls:
+        controls = self._ctx._env.controls
+        if controls is None:
+            raise RuntimeError("this flow runs without a session: nothing controls it")
+        return controls
+
+    def flow_status(self) -> str:
+        """The flow's status (see :class:`~mediaflow.node.MoreContext`)."""
+        return self._controls().status()
+
+    async def control(self, action: ControlAction) -> str:
+        """Control the flow as the HTTP API does (see :class:`~mediaflow.node.MoreContext`)."""
+        return (await self._controls().apply(action)).after.status

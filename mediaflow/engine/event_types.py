@@ -45,8 +45,9 @@ _TYPES = (
         "cascade_retry",
         "engine",
         (*_ITEM, "attempt", "retry_in_s", "error"),
-        "a node's run for an item failed and will be retried (`away`: `store` or"
-        " `queue` when only that being away failed it, which costs no attempt)",
+        "a node's run for an item failed and will be retried (`away`: `store`,"
+        " `queue` or the service a node named, `mqtt`, when only that being away"
+        " failed it, which costs no attempt)",
         "away",
     ),
     EventType(

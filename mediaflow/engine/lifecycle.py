@@ -25,6 +25,7 @@ from mediaflow.engine.journal import Journal
 from mediaflow.engine.lease_round import LeaseRound
 from mediaflow.engine.loops import BackgroundLoops
 from mediaflow.engine.nodeset import NodeSet
+from mediaflow.engine.operate import FlowControls
 from mediaflow.engine.pins import Pins
 from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reload import ReloadPlan
@@ -74,6 +75,7 @@ def wire(
     live: LiveHub,
     services: Services,
     state_store: StateStore | None,
+    controls: FlowControls | None = None,
 ) -> RunParts:
     """The parts of a run of ``spec``, each handing its ticks to ``dispatch``."""
     pins, latency, health = Pins(), LatencyWindow(), QueueHealth(bus)
@@ -96,6 +98,7 @@ def wire(
         live=live,
         services=services,
         is_stopping=is_stopping,
+        controls=controls,
     )
     nodeset = NodeSet(env)
     executor = NodeExecutor(

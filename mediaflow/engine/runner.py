@@ -57,6 +57,7 @@ from mediaflow.engine.commands import (
 )
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.lifecycle import Role, RunLife, executed, ordered_streams, rates, wire
+from mediaflow.engine.operate import FlowControls
 from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reduce import reduce
 from mediaflow.engine.services import Services
@@ -83,6 +84,7 @@ class FlowRunner:
         store: ArtifactStore,
         consumer: str,
         services: Services,
+        controls: FlowControls | None = None,
         settings: EngineSettings | None = None,
         bus: EventBus | None = None,
         live: LiveHub | None = None,
@@ -94,7 +96,8 @@ class FlowRunner:
         """``role`` "worker" makes a worker: it runs the flow's other nodes on work
         the flow's run enqueues, and never sets up or starts a source; "edge" runs
         only the sources and the nodes marked ``edge`` (see :data:`Role`).
-        ``services``: what its nodes share (``ctx.more.shared``), closed by the caller."""
+        ``services``: what its nodes share (``ctx.more.shared``), closed by the caller;
+        ``controls``: the session's, for ``ctx.more.control``."""
         self.flow = spec.name
         self.consumer = consumer
         self.bus = bus or EventBus()
@@ -124,6 +127,7 @@ class FlowRunner:
             bus=self.bus,
             live=self.live,
             services=services,
+            controls=controls,
             state_store=state_store,
         )
         self.journal = parts.journal

@@ -36,6 +36,8 @@ from mediaflow.config import EngineSettings
 from mediaflow.engine.events import EventBus
 from mediaflow.engine.journal import EmissionObserver
 from mediaflow.engine.lifecycle import Role
+from mediaflow.engine.operate import STEP_WAIT_S, FlowControls
+from mediaflow.engine.operate import FlowStateError as FlowStateError
 from mediaflow.engine.outcome import RunOutcome as RunOutcome
 from mediaflow.engine.outcome import StopReason as StopReason
 from mediaflow.engine.ownership import FlowAlreadyRunning as FlowAlreadyRunning
@@ -57,11 +59,6 @@ from mediaflow.store import ArtifactStore, open_store
 log = logging.getLogger("mediaflow.engine")
 
 IDLE_POLL_S = 0.005
-STEP_WAIT_S = 2.0
-
-
-class FlowStateError(RuntimeError):
-    """The flow is not in a state that allows this (a step while running, say)."""
 
 
 class FlowSession:
@@ -91,6 +88,8 @@ class FlowSession:
         # the server beside it reads them. Pass one hub to share it between sessions.
         self.live = live or LiveHub()
         self.services = Services(self.settings)  # what its nodes share: ctx.more.shared
+        # Pause, resume ... for the HTTP API and for nodes (ctx.more.control), one path.
+        self.controls = FlowControls(self, spec.name)
         self._queue = queue
         self._observers: list[EmissionObserver] = []
         self.runner: FlowRunner | None = None
@@ -158,6 +157,7 @@ class FlowSession:
             store=store,
             consumer=consumer,
             services=self.services,
+            controls=self.controls,
             settings=self.settings,
             bus=self.bus,
             live=self.live,

@@ -97,8 +97,9 @@ class BacklogBehindTick:
 @dataclass(frozen=True, slots=True)
 class NodeFinishedTick:
     """The batch whose first item is ``entry_id`` ended after its first ``done``
-    items succeeded. ``error``: item ``done`` raised it; ``away``: ``"store"`` or
-    ``"queue"`` when it raised only because that was away
+    items succeeded. ``error``: item ``done`` raised it; ``away``: ``"store"``,
+    ``"queue"`` or a node's named service (``"mqtt"``) when it raised only because
+    that was away
     (:func:`~.away.away_from`), which is not the item's failure. Without an error
     and ``done`` short of the batch, the rest never started (recalled, or the
     node yielded its turn)."""

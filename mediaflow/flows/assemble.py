@@ -15,7 +15,7 @@ the import, so a module next to the flow file is found.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, assert_never
@@ -42,6 +42,7 @@ from mediaflow.flows.validate import (
     check_option_types,
     class_name,
     declared_ports,
+    open_input_kinds,
     optional_inputs,
 )
 from mediaflow.node import Node
@@ -115,6 +116,7 @@ def assemble(
             nodes[node_id] = _node_spec(node_id, decl, search_dir)
         except _NodeProblems as exc:
             problems.extend(FlowProblem(f"node {node_id!r}: {m}", node_id) for m in exc.messages)
+    nodes = _with_open_input_kinds(nodes)
     problems.extend(check_graph(node_ids, nodes))
     if problems:
         raise FlowError(where, problems, path=path)
@@ -130,6 +132,18 @@ def assemble(
         path=path,
         retention_days=retention_days,
     )
+
+
+def _with_open_input_kinds(nodes: dict[str, NodeSpec]) -> dict[str, NodeSpec]:
+    """``nodes`` with the kinds of the inputs a node takes openly filled in from
+    their producers (:attr:`~mediaflow.node.Node.open_inputs`)."""
+    resolved = dict(nodes)
+    for node_id, spec in nodes.items():
+        if spec.node_class.open_inputs:
+            kinds = open_input_kinds(spec, nodes)
+            if kinds is not None:
+                resolved[node_id] = replace(spec, input_kinds=MappingProxyType(kinds))
+    return resolved
 
 
 class _NodeProblems(Exception):
@@ -152,9 +166,11 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         wired = _wired_inputs(decl.inputs)
     except NodeProblem as exc:
         raise _NodeProblems(list(exc.messages)) from exc
-    refs, messages = check_node_inputs(wired, input_kinds, optional)
-    max_rate = check_max_rate(decl.max_rate, is_source=not input_kinds, problems=messages)
-    edge = check_edge(decl.edge, is_source=not input_kinds, problems=messages)
+    open_inputs = node_class.open_inputs
+    refs, messages = check_node_inputs(wired, input_kinds, optional, open_inputs=open_inputs)
+    is_source = not input_kinds and not open_inputs
+    max_rate = check_max_rate(decl.max_rate, is_source=is_source, problems=messages)
+    edge = check_edge(decl.edge, is_source=is_source, problems=messages)
     if messages:
         raise _NodeProblems(messages)
     options = MappingProxyType(dict(decl.options))
@@ -167,7 +183,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         inputs=MappingProxyType(refs),
         input_kinds=MappingProxyType(input_kinds),
         output_kinds=MappingProxyType(output_kinds),
-        is_source=not input_kinds,
+        is_source=is_source,
         max_rate=max_rate,
         edge=edge,
     )

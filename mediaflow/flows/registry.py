@@ -34,6 +34,7 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
         "timer": "mediaflow.nodes.timer:TimerNode",
         "motion": "mediaflow.nodes.motion:MotionNode",
         "loudness": "mediaflow.nodes.loudness:LoudnessNode",
+        "mqtt": "mediaflow.nodes.mqtt:MqttNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(
@@ -114,6 +115,17 @@ def connector_target(name: str) -> str | None:
 def is_builtin(name: str) -> bool:
     """True when ``name`` is one of mediaflow's own nodes or connectors (not a plug-in)."""
     return name in BUILTIN_NODES or name in BUILTIN_CONNECTORS
+
+
+def builtin_name(node_class: type) -> str | None:
+    """The built-in name (``"motion"``, ``"camera"``) of ``node_class``, or None for
+    a class of the user's own (a subclass of a built-in included)."""
+    target = f"{node_class.__module__}:{node_class.__qualname__}"
+    for table in (BUILTIN_NODES, BUILTIN_CONNECTORS):
+        for name, builtin in table.items():
+            if builtin == target:
+                return name
+    return None
 
 
 def node_names() -> list[str]:

@@ -241,18 +241,25 @@ def check_node_inputs(
     wired: Mapping[str, str],
     input_kinds: Mapping[str, str],
     optional: frozenset[str],
+    *,
+    open_inputs: bool = False,
 ) -> tuple[dict[str, PortRef], list[str]]:
     """Parse a node's ``inputs`` table against its declared input ports.
 
     Returns the parsed wires and a list of messages (no subject) for inputs the
-    node does not declare, malformed references, required inputs left unwired,
-    and a node with inputs of which none is wired (it would never run).
+    node does not declare (unless it takes ``open_inputs``: any port name, see
+    :attr:`~mediaflow.node.Node.open_inputs`), malformed references, required
+    inputs left unwired, and a node with inputs of which none is wired (it would
+    never run).
     """
     refs: dict[str, PortRef] = {}
     problems: list[str] = []
     for port, text in wired.items():
-        if port not in input_kinds:
+        if port not in input_kinds and not open_inputs:
             problems.append(f"has no input port {port!r} (it has: {_listing(input_kinds)})")
+            continue
+        if NAME_RE.match(port) is None:
+            problems.append(f"input {port!r} is not a valid port name")
             continue
         try:
             refs[port] = PortRef.parse(text)
@@ -265,7 +272,26 @@ def check_node_inputs(
         problems.append(
             f"none of its inputs ({_listing(input_kinds)}) is wired, so it would never run"
         )
+    elif open_inputs and not wired and not problems:
+        problems.append("it takes whatever is wired into it, and nothing is: it would never run")
     return refs, problems
+
+
+def open_input_kinds(consumer: NodeSpec, nodes: Mapping[str, NodeSpec]) -> dict[str, str] | None:
+    """A node that takes ``open_inputs``: its input kinds with each wired port it does
+    not declare taking the kind of the output wired to it. None when it has none
+    such; a port wired to a node or port that does not exist is left out (the
+    graph's check reports the wire)."""
+    undeclared = [port for port in consumer.inputs if port not in consumer.input_kinds]
+    if not undeclared:
+        return None
+    kinds = dict(consumer.input_kinds)
+    for port in undeclared:
+        ref = consumer.inputs[port]
+        producer = nodes.get(ref.node)
+        if producer is not None and ref.port in producer.output_kinds:
+            kinds[port] = producer.output_kinds[ref.port]
+    return kinds
 
 
 def check_graph(node_ids: Sequence[str], nodes: Mapping[str, NodeSpec]) -> list[FlowProblem]:

@@ -24,7 +24,8 @@
   request may do: the wall shows its controls only when ``write`` is true.
 
 The token is checked by :mod:`.auth`'s middleware, as for every mutating route.
-Control requests of one flow are served one at a time (a step waits for its
+Control requests go through the session's :class:`~mediaflow.engine.operate.FlowControls`,
+as a node's ``ctx.more.control`` does: one at a time per flow (a step waits for its
 item to start), so two operators' clicks never interleave half-way.
 """
 
@@ -33,13 +34,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal, assert_never
 
 from aiohttp import web
 
-from mediaflow.engine.session import FlowSession, FlowStateError
+from mediaflow.engine.operate import ACTIONS as ACTIONS
+from mediaflow.engine.operate import FlowStateError
+from mediaflow.engine.operate import decide as decide
+from mediaflow.engine.session import FlowSession
 from mediaflow.flows.spec import NAME_RE
+from mediaflow.node import ControlAction
 from mediaflow.queue import DeadLetters, QueueError
 from mediaflow.server import auth
 from mediaflow.server.api import (
@@ -55,47 +58,12 @@ from mediaflow.server.views import control_view, dead_letter_view, item_view
 
 log = logging.getLogger("mediaflow.http")
 
-Action = Literal["pause", "resume", "step", "disable", "enable"]
-ACTIONS: tuple[Action, ...] = ("pause", "resume", "step", "disable", "enable")
+Action = ControlAction
 STEP_WAIT_S = 2.0
 MAX_STEP_WAIT_S = 30.0
 DEAD_LETTER_LIMIT = 50
 MAX_DEAD_LETTER_LIMIT = 1000
 MAX_ID_LEN = 200  # backends make short ids; a longer one names nothing
-LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("mediaflow_control_locks", dict)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a control request does to a flow in a given state: ``apply`` the
-    action, or not (it is in that state already), or be ``refused`` (why)."""
-
-    apply: bool
-    refused: str | None = None
-
-
-def decide(action: Action, status: str) -> Decision:
-    """Pure: the answer to ``action`` for a flow whose status is ``status``."""
-    if status == "stopping":
-        return Decision(False, "is stopping")
-    if status == "disabled" and action not in ("enable", "disable"):
-        return Decision(False, "is disabled: enable it first")
-    match action:
-        case "pause":
-            return Decision(status == "running")
-        case "resume":
-            return Decision(status == "paused")
-        case "step":
-            if status != "paused":
-                return Decision(False, "is not paused: pause it before stepping")
-            return Decision(True)
-        case "disable":
-            return Decision(status != "disabled")
-        case "enable":
-            # Enabling resumes: a flow that is not disabled is left as it is.
-            return Decision(status == "disabled")
-        case _:
-            assert_never(action)
 
 
 def _wait_s(request: web.Request) -> float:
@@ -139,24 +107,6 @@ async def _session_of(state: AppState, name: str) -> FlowSession | web.Response:
     return error(404, f"no flow {name!r}")
 
 
-async def _apply(session: FlowSession, action: Action, wait_s: float) -> dict[str, Any] | None:
-    """Do ``action``; a step's answer is the item it started (None: none waited)."""
-    match action:
-        case "pause":
-            await session.pause()
-        case "resume":
-            await session.resume()
-        case "step":
-            return await session.step(wait_s=wait_s)
-        case "disable":
-            await session.disable()
-        case "enable":
-            await session.enable()
-        case _:
-            assert_never(action)
-    return None
-
-
 def control_handler(action: Action) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """The handler of ``POST /api/flows/{flow}/<action>``."""
 
@@ -170,21 +120,14 @@ def control_handler(action: Action) -> Callable[[web.Request], Awaitable[web.Str
         found = await _session_of(state, name)
         if isinstance(found, web.Response):
             return found
-        session = found
-        lock = request.app[LOCKS].setdefault(name, asyncio.Lock())
-        async with lock:
-            decision = decide(action, session.snapshot().status)
-            if decision.refused is not None:
-                return error(409, f"flow {name!r} {decision.refused}")
-            stepped = None
-            if decision.apply:
-                try:
-                    stepped = await _apply(session, action, wait_s)
-                except FlowStateError as exc:  # changed under us (the run is ending)
-                    return error(409, str(exc))
-                except QueueError as exc:
-                    return error(503, f"queue unavailable: {exc}")
-            body = control_view(session.snapshot(), changed=decision.apply)
+        try:
+            done = await found.controls.apply(action, wait_s=wait_s)
+        except FlowStateError as exc:  # refused, or changed under us (the run is ending)
+            return error(409, str(exc))
+        except QueueError as exc:
+            return error(503, f"queue unavailable: {exc}")
+        body = control_view(done.after, changed=done.changed)
+        stepped = done.stepped
         if action == "step":
             body["stepped"] = stepped
         log.info("flow %r: %s (%s)", name, action, body["status"])
@@ -313,7 +256,6 @@ async def session_info(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application) -> None:
-    app[LOCKS] = {}
     for action in ACTIONS:
         app.router.add_post(f"/api/flows/{{flow}}/{action}", control_handler(action))
     app.router.add_get("/api/flows/{flow}/dead-letters", list_dead_letters)
