@@ -18,7 +18,13 @@ from mediaflow.queue import SqliteQueue, WorkQueue
 # tests/redis_server.py runs a real redis-server (fixtures ``redis_server``, ``fresh_redis``,
 # ``durable_redis_server``); tests/rtsp_server.py runs GStreamer's RTSP server as a camera
 # (fixture ``rtsp_server``).
-pytest_plugins = ["tests.ci_skips", "pytester", "tests.redis_server", "tests.rtsp_server"]
+pytest_plugins = [
+    "tests.ci_skips",
+    "pytester",
+    "tests.redis_server",
+    "tests.rtsp_server",
+    "tests.mqtt_broker",
+]
 
 # -- work queue backends -------------------------------------------------------
 #
