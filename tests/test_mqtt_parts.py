@@ -5,11 +5,12 @@ wires anything into a node that takes ``open_inputs``."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mediaflow import FlowBuilder, FlowError, MediaRef, Node
+from mediaflow import FlowBuilder, FlowError, MediaRef, Node, load_flow
 from mediaflow.engine.away import away_from
 from mediaflow.flows import flow_from_dict
 from mediaflow.node import DependencyAway, Wire
@@ -206,3 +207,15 @@ def test_open_inputs_still_need_real_wires() -> None:
     text = str(caught.value)
     assert "node 'out': input 'a' is wired to 'src.nope', but node 'src' has no output" in text
     assert "node 'idle': it takes whatever is wired into it, and nothing is" in text
+
+
+def test_the_home_sample_loads() -> None:
+    samples = Path(__file__).resolve().parents[1] / "samples"
+    spec = load_flow(samples / "home.toml")
+    assert spec.name == "home"
+    assert dict(spec.nodes["mqtt"].input_kinds) == {
+        "snap": "image",
+        "moves": "json",
+        "sound": "json",
+    }
+    assert spec.nodes["mqtt"].options["discovery"] is True
