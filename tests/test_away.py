@@ -90,10 +90,10 @@ def test_a_fresh_outage_state_knows_of_no_earlier_outage() -> None:
     ("text", "public"),
     [
         ("http://store:8080", "http://store:8080"),
-        ("https://user:s3cret@store/prefix", "https://store/prefix"),
+        ("https://user:s3cret@store/prefix", "https://user@store/prefix"),
         (
             "StoreUnreachable: PUT http://u:p@h:1/artifacts/x failed",
-            "StoreUnreachable: PUT http://h:1/artifacts/x failed",
+            "StoreUnreachable: PUT http://u@h:1/artifacts/x failed",
         ),
     ],
 )

@@ -14,12 +14,12 @@ failed only because of an outage after a backoff, and the retry costs no attempt
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Final
 
 from mediaflow.node import DependencyAway
 from mediaflow.queue.contract import QueueUnavailable
+from mediaflow.redact import scrub
 from mediaflow.store import RemoteStoreError, StoreUnreachable
 
 Dependency = str
@@ -35,8 +35,6 @@ is therefore noticed within about this long, plus the client's own retries
 # A reverse proxy in front of the service (TLS: docs/scale-out.md) answers these when
 # the service behind it is down or restarting: the service is away, not refusing.
 _PROXY_AWAY: Final = frozenset({502, 503, 504})
-# ``scheme://user:password@`` in a URL or in a message quoting one.
-_USERINFO: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 
 
 def away_from(exc: BaseException) -> Dependency | None:
@@ -93,7 +91,7 @@ def on_landed(outage: Outage, now: float) -> tuple[Outage, float | None]:
 
 
 def without_userinfo(text: str) -> str:
-    """``text`` with the ``user:password@`` of every URL in it removed. Nothing told
-    about an outage (an event, a log line) may carry a secret. The token is never
-    in a URL: it travels in a header."""
-    return _USERINFO.sub(r"\g<scheme>", text)
+    """``text`` with the password of every URL in it removed (:func:`mediaflow.redact.scrub`).
+    Nothing told about an outage (an event, a log line) may carry a secret. The token
+    is never in a URL: it travels in a header."""
+    return scrub(text)

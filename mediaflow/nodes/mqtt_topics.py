@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 
 from mediaflow.media import MediaRef
 from mediaflow.node import ControlAction, Wire
+from mediaflow.redact import public_url
 
 DEFAULT_PORTS: Final = {"mqtt": 1883, "mqtts": 8883}
 ONLINE: Final = b"online"
@@ -60,8 +61,6 @@ class Broker:
 def parse_url(url: str) -> Broker:
     """``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` as a :class:`Broker`.
     Raises :class:`MqttOptionError` (without the password) for anything else."""
-    from devices.redact import public_url  # the one pure helper both layers share
-
     shown = public_url(url)
     try:
         parts = urlsplit(url)

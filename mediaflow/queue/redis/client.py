@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from mediaflow.queue.contract import QueueError, QueueUnavailable
 from mediaflow.queue.redis import lua, lua_admin, lua_lease
 from mediaflow.queue.redis.once import RUN_ONCE, OnceCaller, resend_if_dropped, run_once
-from mediaflow.queue.redis.rows import redact
+from mediaflow.redact import public_url
 
 CONNECT_TIMEOUT_S: Final = 5.0
 """How long connecting may take (``?socket_connect_timeout=`` in the URL overrides)."""
@@ -86,7 +86,7 @@ class RedisScripts:
     async def run(self, script: str, *args: Any, now: float | None = None) -> Any:
         """Run one of :mod:`.lua`'s scripts with the prefix and the time."""
         if self._closed:
-            raise QueueError(f"redis queue {redact(self.url)} is closed")
+            raise QueueError(f"redis queue {public_url(self.url)} is closed")
         at = time.time() if now is None else now
         argv = [self.prefix, repr(at), *args]
         try:
@@ -102,7 +102,7 @@ class RedisScripts:
 
     async def call(self, *command: Any) -> Any:
         if self._closed:
-            raise QueueError(f"redis queue {redact(self.url)} is closed")
+            raise QueueError(f"redis queue {public_url(self.url)} is closed")
         try:
             return await resend_if_dropped(
                 lambda: self._client.execute_command(*command),  # type: ignore[no-untyped-call]
@@ -118,7 +118,7 @@ class RedisScripts:
         if self._password:
             detail = detail.replace(self._password, "***")
         how = "unreachable during" if isinstance(exc, self._unreachable) else "refused"
-        return QueueUnavailable(f"redis {redact(self.url)} {how} {operation}: {detail}")
+        return QueueUnavailable(f"redis {public_url(self.url)} {how} {operation}: {detail}")
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))

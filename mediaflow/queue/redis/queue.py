@@ -44,13 +44,13 @@ from mediaflow.queue.redis.rows import (
     items_of,
     latest_args,
     pairs,
-    redact,
     split_dead_id,
     split_entry_id,
     stream_key,
     stream_name,
     text,
 )
+from mediaflow.redact import public_url
 
 
 class RedisQueue:
@@ -73,7 +73,7 @@ class RedisQueue:
         self.key = self._redis.key
 
     def __repr__(self) -> str:
-        return f"RedisQueue({redact(self.url)!r}, prefix={self.prefix!r})"
+        return f"RedisQueue({public_url(self.url)!r}, prefix={self.prefix!r})"
 
     # -- commit and claim ---------------------------------------------------
 
@@ -333,7 +333,7 @@ class RedisQueue:
             parked_flows=tuple(sorted(parked)),
             extra={
                 "backend": "redis",
-                "url": redact(self.url),
+                "url": public_url(self.url),
                 "prefix": self.prefix,
                 "requeued": counters.get("requeued", 0),
             },

@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias, cast
-from urllib.parse import urlsplit, urlunsplit
 
 from mediaflow.queue.contract import DeadLetter, EmissionRun, NewItem, StreamKey, WorkItem
 from mediaflow.queue.records import dumps, item_of_record
@@ -101,16 +100,6 @@ def items_of(flat: Sequence[Any]) -> list[WorkItem]:
 
 def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def redact(url: str) -> str:
-    """``url`` without a password, for messages and stats."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def pairs(raw: Any) -> list[tuple[Any, Any]]:

@@ -3,7 +3,9 @@
 A network camera is often named with its credentials (``rtsp://admin:secret@cam/``).
 The URL is needed to open the stream, and nowhere else: events, logs, metrics labels,
 ``/api`` and error messages name the camera by :func:`public_url`, and text that may
-quote the URL (FFmpeg's errors do) goes through :func:`scrub` first. Pure.
+quote the URL (FFmpeg's errors do) goes through :func:`scrub` first. The same holds
+for a broker's, a queue's or a service's URL. Pure, and imported by ``devices`` as it
+imports the media types: one way to hide a secret for every layer.
 """
 
 from __future__ import annotations
