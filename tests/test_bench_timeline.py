@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from bench.timeline.hour import unwrap
 from bench.timeline.main import accuracy, main, ranges
 from bench.timeline.media import Shown
 
@@ -47,3 +48,42 @@ def test_a_tiny_run_reports_every_tool_and_ours_is_exact(
         assert ours["first_off_frames"] == ours["last_off_frames"] == [0], ours
         assert ours["discontinuities"] == 0 and ours["sound_skew_ms"] <= 40
     assert report["ffmpeg_over_export_clips"]["median"] > 0
+
+
+def test_unwrap_counts_on_across_the_repeats_and_keeps_a_repeat_or_a_skip() -> None:
+    # A 100-frame source shown again and again, read near frame 1,000 of the whole.
+    assert unwrap([98, 99, 0, 1], 100, 1_000) == [998, 999, 1_000, 1_001]
+    assert unwrap([5, 5, 7], 100, 290) == [305, 305, 307]  # a repeat, then a skip
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg binary is the peer")
+def test_a_tiny_hour_of_repeated_clips_is_exported_exactly_by_ours(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 24 s recorded in 4 s clips, laid back to back to cover 30 s and one more round.
+    code = main(["--hour", "--minutes", "0.4", "--range", "30", "--size", "160x96",
+                 "--kbps", "200", "--runs", "1", "--clip", "4", "--json"])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)["hour"]
+    assert report["source"]["laid"] > report["source"]["recorded"]
+    for tool in ("export_clips", "mediaflow export"):
+        ours = report["tools"][tool]
+        assert ours["first_off_frames"] == ours["last_off_frames"] == [0], ours
+        assert ours["length_off_frames"] == [0] and ours["discontinuities"] == 0, ours
+        assert ours["sound_skew_ms"] <= 40, ours
+    assert report["ffmpeg_over_export_clips_cpu"]["median"] > 0
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg binary is the peer")
+def test_a_tiny_motion_run_sees_the_box_and_times_both_sides(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["--motion", "--motion-seconds", "10", "--motion-sizes", "320x180",
+                 "--runs", "1", "--json"])  # fmt: skip
+    assert code == 0
+    (size,) = json.loads(capsys.readouterr().out)["motion"]["sizes"]
+    # The box is in the picture for the last 8 s of each 10 (40 of 50 frames); the first
+    # frame only sets the background, and the trail the box leaves in the background
+    # moves for a while after it has gone.
+    assert size["frames"] == 50 and 30 <= size["moving_frames"][0] <= 49, size
+    assert size["ours_cpu_per_s"]["median"] > 0 and size["ffmpeg_cpu_per_s"]["median"] > 0

@@ -12,7 +12,14 @@ on the same clips, each of ``--runs`` ranges of ``--range`` seconds is exported 
 timing wall clock and CPU, then decoding every output to read the first and last
 frame numbers against the asked range, and the sound's beeps against the pictures.
 
+``--hour`` exports an hour of 1080p instead, made of a short recording's clips laid
+back to back again and again (:mod:`bench.timeline.hour`); ``--motion`` times the
+motion node's analysis per camera at 5 fps against ffmpeg decoding the same JPEGs to
+grey (:mod:`bench.timeline.motion`). Either or both replace the range export.
+
     python -m bench.timeline [--minutes 10] [--range 120] [--runs 3] [--json]
+    python -m bench.timeline --hour [--minutes 2] [--range 3600] [--size 1920x1080]
+    python -m bench.timeline --motion [--motion-seconds 60] [--motion-sizes 1920x1080,...]
 """
 
 from __future__ import annotations
@@ -21,53 +28,105 @@ import argparse
 import itertools
 import json
 import math
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.timeline.hour import hour_bench, hour_table
 from bench.timeline.media import Shown, make_source, record, retime, shown
+from bench.timeline.motion import motion_bench, motion_table
+from bench.timeline.tools import (
+    FLOW,
+    NODE,
+    ORIGIN,
+    TOOLS,
+    export_with,
+    peer_over_ours,
+    say,
+    timed,
+)
 from mediaflow.store import ArtifactStore
-from mediaflow.timeline import ClipFile, RecordedClip, export_clips
-
-ORIGIN = 1_800_000_000.0
-FLOW, NODE = "bench", "rec"
-TOOLS = ("export_clips", "mediaflow export", "ffmpeg concat")
+from mediaflow.timeline import ClipFile, RecordedClip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.timeline", description=__doc__)
-    parser.add_argument("--minutes", type=float, default=10.0, help="recording length (10)")
-    parser.add_argument("--range", type=float, default=120.0, help="seconds exported (120)")
-    parser.add_argument("--runs", type=int, default=3, help="ranges exported per tool (3)")
-    parser.add_argument("--size", default="640x360", help="picture size (640x360)")
+    parser.add_argument(
+        "--hour",
+        action="store_true",
+        help="export an hour of 1080p, a short recording's clips repeated",
+    )
+    parser.add_argument(
+        "--motion",
+        action="store_true",
+        help="the motion node's CPU per camera at 5 fps, against ffmpeg",
+    )
+    parser.add_argument(
+        "--minutes", type=float, help="recording length (10; with --hour 2, its clips repeated)"
+    )
+    parser.add_argument("--range", type=float, help="seconds exported (120; 3600 with --hour)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per tool (3)")
+    parser.add_argument("--size", help="picture size (640x360; 1920x1080 with --hour)")
     parser.add_argument("--fps", type=int, default=15)
     parser.add_argument("--clip", type=float, default=10.0, help="recorder clip_s (10)")
+    parser.add_argument("--kbps", type=int, help="video bit rate with --hour (4000)")
+    parser.add_argument(
+        "--motion-seconds",
+        type=float,
+        default=60.0,
+        help="seconds of 5 fps frames per size with --motion (60)",
+    )
+    parser.add_argument(
+        "--motion-sizes",
+        default="1920x1080,1280x720",
+        help="JPEG sizes with --motion (1920x1080,1280x720)",
+    )
     parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # fmt: skip
+    hour_defaults = {"minutes": 2.0, "range": 3600.0, "size": "1920x1080", "kbps": 4000}
+    plain_defaults = {"minutes": 10.0, "range": 120.0, "size": "640x360", "kbps": 0}
+    for key, value in (hour_defaults if args.hour else plain_defaults).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if not (args.hour or args.motion):
+        if args.range >= args.minutes * 60:
+            parser.error("--range must be shorter than the recording")
+        report = export_bench(args)
+        print(json.dumps(report, indent=2) if args.json else table(report))
+        return 0
+    reports: dict[str, Any] = {}
+    if args.hour:
+        reports["hour"] = hour_bench(args)
+        if not args.json:
+            print(hour_table(reports["hour"]), flush=True)
+    if args.motion:
+        reports["motion"] = motion_bench(args)
+        if not args.json:
+            print(("\n" if args.hour else "") + motion_table(reports["motion"]))
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    return 0
+
+
+def export_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """The range export (module doc): make, record, export, read back; the report."""
     seconds = args.minutes * 60
-    if args.range >= seconds:
-        parser.error("--range must be shorter than the recording")
     width, height = (int(n) for n in args.size.split("x"))
     with tempfile.TemporaryDirectory(prefix="bench-timeline-") as tmp:
         folder = Path(tmp)
         made = time.perf_counter()
         make_source(folder / "source.mp4", seconds, size=(width, height), fps=args.fps)
-        _say(f"source: {seconds:.0f} s of {args.size} at {args.fps} fps, "
-             f"{time.perf_counter() - made:.1f} s")  # fmt: skip
+        say(f"source: {seconds:.0f} s of {args.size} at {args.fps} fps, "
+            f"{time.perf_counter() - made:.1f} s")  # fmt: skip
         made = time.perf_counter()
         record(folder / "source.mp4", folder / "data", flow=FLOW, clip_s=args.clip, timeout=900)
         clips = retime(folder / "data", FLOW, NODE, ORIGIN)
-        _say(f"recorded {len(clips)} clips in {time.perf_counter() - made:.1f} s")
+        say(f"recorded {len(clips)} clips in {time.perf_counter() - made:.1f} s")
         rows = measure(folder, clips, args)
-    report = summarise(rows, args)
-    print(json.dumps(report, indent=2) if args.json else table(report))
-    return 0
+    return summarise(rows, args)
 
 
 def ranges(total: float, length: float, runs: int) -> list[float]:
@@ -91,73 +150,8 @@ def measure(folder: Path, clips: list[RecordedClip], args: argparse.Namespace) -
             row["bytes"] = outs[tool].stat().st_size
             rows.append(row)
             off = (row["first_off_frames"], row["length_off_frames"])
-            _say(f"run {run} {tool}: {wall * 1000:.0f} ms, first frame and length off by {off}")
+            say(f"run {run} {tool}: {wall * 1000:.0f} ms, first frame and length off by {off}")
     return rows
-
-
-def export_with(
-    tool: str, files: list[ClipFile], start: float, end: float, out: Path, folder: Path
-) -> None:
-    """Export ``[start, end)`` of ``files`` to ``out`` with ``tool`` (one of ``TOOLS``)."""
-    if tool == "export_clips":
-        export_clips(files, start, end, out)
-    elif tool == "mediaflow export":
-        data = ["--data", str(folder / "data")]
-        times = ["--start", repr(start), "--end", repr(end)]
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "mediaflow",
-                "-q",
-                "export",
-                FLOW,
-                NODE,
-                *times,
-                "-o",
-                str(out),
-                *data,
-            ]
-        )
-    else:
-        ffmpeg_concat(files, start, end, out)
-
-
-def ffmpeg_concat(files: list[ClipFile], start: float, end: float, out: Path) -> None:
-    """The peer: the concat demuxer over the clips the range touches, cut by inpoint and
-    outpoint (clip times), packets copied."""
-    lines = ["ffconcat version 1.0"]
-    for source in files:
-        clip = source.clip
-        if clip.end <= start or clip.start >= end:
-            continue
-        lines.append(f"file '{source.path}'")
-        if start > clip.start:
-            lines.append(f"inpoint {start - clip.start:.6f}")
-        if end < clip.end:
-            lines.append(f"outpoint {end - clip.start:.6f}")
-    listing = out.with_suffix(".txt")
-    listing.write_text("\n".join(lines) + "\n")
-    _run(["ffmpeg", "-v", "error", "-y", "-f", "concat", "-safe", "0", "-i", str(listing),
-          "-c", "copy", "-movflags", "+faststart", str(out)])  # fmt: skip
-
-
-def _run(command: list[str]) -> None:
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=600)
-
-
-def timed(job: Callable[..., object], *args: object) -> tuple[float, float]:
-    """Wall seconds of ``job(*args)``, and CPU seconds of this process and its children."""
-    before = _cpu()
-    started = time.perf_counter()
-    job(*args)
-    return time.perf_counter() - started, _cpu() - before
-
-
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def accuracy(seen: Shown, offset: float, length: float, fps: int) -> dict[str, Any]:
@@ -202,18 +196,10 @@ def summarise(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
     return {
         "settings": vars(args),
         "tools": tools,
-        "ffmpeg_over_export_clips": _ratios(rows, "wall_s"),
-        "ffmpeg_over_export_clips_cpu": _ratios(rows, "cpu_s"),
+        "ffmpeg_over_export_clips": peer_over_ours(rows, "wall_s"),
+        "ffmpeg_over_export_clips_cpu": peer_over_ours(rows, "cpu_s"),
         "rows": rows,
     }
-
-
-def _ratios(rows: list[dict], key: str) -> dict[str, float]:
-    """The peer's ``key`` over ``export_clips``' for each run (same range): median, spread."""
-    peer = [r[key] for r in rows if r["tool"] == "ffmpeg concat"]
-    ours = [r[key] for r in rows if r["tool"] == "export_clips"]
-    ratios = [p / max(o, 1e-9) for p, o in zip(peer, ours, strict=True)]
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
 
 
 def table(report: dict[str, Any]) -> str:
@@ -244,7 +230,3 @@ def table(report: dict[str, Any]) -> str:
             f"({r['min']:.2f}-{r['max']:.2f}x)"
         )
     return "\n".join(lines)
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)

@@ -61,10 +61,18 @@ def make_source(
     fps: int = 15,
     keyint: int = 15,
     rate: int = 16000,
+    grain: int = 0,
+    bit_rate: int | None = None,
 ) -> None:
-    """Write the numbered, beeping source (module doc). Blocks."""
+    """Write the numbered, beeping source (module doc). Blocks.
+
+    ``grain``: luma noise of up to that many levels on every picture (7 patterns in
+    turn), so the encoder has a camera's detail to spend ``bit_rate`` (bits/s) on; the
+    blocks' centres still read (16 or 235, against a threshold of 128)."""
     width, height = size
     frames = round(seconds * fps)
+    rng = np.random.default_rng(7)
+    noise = rng.integers(-grain, grain + 1, (7, height, width), np.int16) if grain else None
     with av.open(str(path), "w") as out:
         video = out.add_stream(
             "libx264",
@@ -73,10 +81,14 @@ def make_source(
                      "sc_threshold": "0", "bf": "0"},
         )  # fmt: skip
         video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        if bit_rate:
+            video.bit_rate = bit_rate
         audio = out.add_stream("aac", rate=rate, layout="mono")
         plane = np.full((height * 3 // 2, width), 128, np.uint8)
         for number in range(frames):
             _draw(plane[:height], number)
+            if noise is not None:
+                plane[:height] = np.clip(plane[:height] + noise[number % 7], 0, 255)
             frame = av.VideoFrame.from_ndarray(plane, format="yuv420p")
             frame.pts, frame.time_base = number, Fraction(1, fps)
             frame.pict_type = av.video.frame.PictureType.NONE
