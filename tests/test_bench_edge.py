@@ -18,7 +18,7 @@ import pytest
 from bench.edge.judge import TARGET, catch_up, figures, verdict
 from bench.edge.main import main
 from bench.edge.report import ROWS
-from bench.edge.run import ForwardRun, Window
+from bench.edge.run import ForwardRun, SteadyRun, Window
 from bench.edge.watch import Look
 
 LIVE = 15  # items a second
@@ -75,6 +75,18 @@ def test_figures_of_a_made_up_run() -> None:
     assert got["live_age_p50"] == pytest.approx(0.3) and got["catch_up_age_p95"] == 1.0
     assert got["cpu_per_camera"] == pytest.approx(0.1) and got["cpu_x"] == pytest.approx(2.0)
     assert got["all_arrived"] and got["rss_growth_mib"] == 0
+    assert got["rss_steady_growth_mib"] is None  # no steady peer given
+
+
+def test_the_outage_costs_what_it_grows_beyond_the_box_with_the_link_up() -> None:
+    # The forwarding box stays at 100 MiB through its outage; the peer grows 3 MiB.
+    marks = {"start": 0.0, "live_end": 10.0, "down_end": 20.0}
+    grows = [
+        Look(t, 0.0, 0.0, rss << 20, None, None, None, None, None)
+        for t, rss in ((10.0, 100), (20.0, 103))
+    ]
+    got = figures(made_up_run(), Window(8.0, 0.8, 4.0), SteadyRun(grows, marks))
+    assert got["rss_steady_growth_mib"] == 3.0 and got["rss_outage_extra_mib"] == -3.0
 
 
 def test_the_verdict_needs_every_item_and_the_target_in_every_run() -> None:
@@ -95,7 +107,8 @@ def test_one_tiny_run_reports_every_number_and_every_item_arrived(
     assert run["all_arrived"], run
     assert run["emitted"]["frames"] >= 10 and run["emitted"]["chunks"] >= 80
     assert set(ROWS_KEYS) <= set(run)
-    for key in ("catch_up_x", "catch_up_rate", "live_rate", "cpu_per_camera", "rss_growth_mib"):
+    numbers = ("catch_up_x", "catch_up_rate", "live_rate", "cpu_per_camera", "rss_growth_mib")
+    for key in (*numbers, "rss_steady_growth_mib", "rss_outage_extra_mib"):
         assert isinstance(run[key], float), (key, run)
     (raw,) = body["raw"]
     assert raw["log_lines"] == {"link_down": 1, "link_back": 1}

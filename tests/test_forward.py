@@ -21,7 +21,7 @@ import pytest
 from mediaflow import Context, FlowBuilder, Node
 from mediaflow.config import EngineSettings, StoreSettings
 from mediaflow.engine.events import EventBus
-from mediaflow.forward import Forwarder, ForwardSettings, forwarded_streams
+from mediaflow.forward import Forwarder, ForwardSettings, forwarded_streams, plan
 from mediaflow.forward.plan import CURSOR_NODE, read_cursors
 from mediaflow.gc import GcSettings
 from mediaflow.process import FlowProcess
@@ -335,3 +335,32 @@ async def test_the_backlog_shown_grows_while_the_link_is_down(
         assert 396 * status.backlog_items <= status.backlog_bytes <= 400 * CHUNKS
     finally:
         await process.stop()
+
+
+async def test_an_idle_box_waits_for_its_journal_not_a_clock(
+    tmp_path: Path, fresh_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plan, "IDLE_WAIT_S", 3600.0)  # only the journal's word wakes it
+    service = start_service(tmp_path / "central")
+    settings = ForwardSettings(queue_url=fresh_redis.url, store=StoreSettings(service.url, TOKEN))
+    process = FlowProcess(edge_flow(), tmp_path / "box", forward=settings)
+    await process.start()
+    try:
+        forwarding = process.forwarding
+        assert forwarding is not None
+        forwarder = forwarding.forwarder
+        for _ in range(600):
+            if forwarder.status.forwarded_items == CHUNKS:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"not forwarded as the journal committed: {forwarder.status}")
+        rounds = forwarder.rounds
+        await asyncio.sleep(1.0)  # nothing lands: the capture is over
+        # At most the round after the last that sent and one for the newest values.
+        assert forwarder.rounds - rounds <= 2, "an idle forwarder does not poll"
+    finally:
+        await process.stop()
+        service.stop()
+    items = await shared_items(fresh_redis, StreamKey("edge", "heard"))
+    assert [item.payload["value"]["$ref"]["meta"]["seq"] for item in items] == list(range(CHUNKS))

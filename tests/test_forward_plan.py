@@ -9,13 +9,22 @@ import pytest
 from mediaflow.config import ConfigError
 from mediaflow.forward.plan import (
     CURSOR_NODE,
+    IDLE_WAIT_S,
+    PROBE_EVERY_S,
+    Outage,
+    Probe,
     RateBudget,
+    Retry,
     choose_shed,
     cursor_values,
+    idle_wait,
     pause_after,
     plan_batch,
+    probed,
     read_cursors,
     shared_items,
+    step_while_down,
+    uploads_to_forget,
 )
 from mediaflow.forward.settings import ForwardSettings
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem
@@ -58,6 +67,38 @@ def test_shared_items_keep_the_payload_and_stay_unclaimed() -> None:
 
 def test_pauses_double_from_a_fifth_of_a_second_to_five() -> None:
     assert [pause_after(n) for n in (1, 2, 3, 4, 5, 6, 9)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+
+
+def test_a_link_that_went_away_is_probed_and_used_as_soon_as_it_answers() -> None:
+    outage = Outage(failures=6, failed_at=100.0)  # the doubling would wait 5 s now
+    assert step_while_down(outage, None, 100.0) == Probe(PROBE_EVERY_S)
+    outage = probed(outage, False)
+    assert outage.away
+    assert step_while_down(outage, False, 100.5) == Probe(PROBE_EVERY_S)
+    back = probed(outage, True)
+    assert back.away, "once away, the outage stays one"
+    assert step_while_down(back, True, 101.0) == Retry(0.0), "not 4 s later"
+
+
+def test_rounds_that_fail_while_probes_answer_keep_the_doubling() -> None:
+    outage = probed(Outage(failures=3, failed_at=100.0), True)  # 0.8 s after the 3rd
+    assert not outage.away
+    assert step_while_down(outage, True, 100.5) == Retry(pytest.approx(0.3))
+    assert step_while_down(outage, True, 101.0) == Retry(0.0)
+
+
+def test_an_idle_forwarder_waits_long_unless_the_newest_values_are_due() -> None:
+    assert idle_wait(10.0, latest_at=9.99, latest_skipped=False) == IDLE_WAIT_S
+    assert idle_wait(10.0, latest_at=9.9, latest_skipped=True) == pytest.approx(0.15)
+    assert idle_wait(10.0, latest_at=5.0, latest_skipped=True) == 0.0
+
+
+def test_uploads_are_remembered_a_minute_and_at_most_ten_thousand() -> None:
+    uploaded = {f"d{n}": float(n) for n in range(100)}  # one a second, oldest first
+    assert uploads_to_forget(uploaded, 100.0) == 41  # taken 60 s ago or more
+    assert uploads_to_forget(uploaded, 50.0) == 0
+    many = {f"d{n}": 0.0 for n in range(10_005)}
+    assert uploads_to_forget(many, 1.0) == 5
 
 
 def test_the_budget_lets_a_second_through_then_paces() -> None:

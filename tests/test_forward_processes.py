@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -195,6 +196,14 @@ def test_an_edge_box_and_a_worker_as_processes_ride_out_the_service_and_redis(
             assert delivery["sha256"] == hashlib.sha256(saved).hexdigest(), delivery
             assert emitted[node][delivery["seq"]] == delivery["digest"]
     assert edge.log().count(LINK_DOWN) == 2 and edge.log().count(LINK_BACK) == 2
+    # The link's return was found by a probe and the next round went through: the
+    # round that met each outage is the only one that failed (pausing instead, 0.2 s
+    # doubling, rounds would have failed all through it).
+    backs = re.findall(
+        r"link is back after \S+ s \((\d+) round\(s\) failed, (\d+) probe", edge.log()
+    )
+    assert [int(failed) for failed, _ in backs] == [1, 1], backs
+    assert all(int(probes) >= 1 for _, probes in backs), backs
     assert "ERROR" not in edge.log(), "the box never lost its own queue or store"
     # The consumer met the outage and waited it out: each retry of an item the
     # service's absence failed counts no attempt, and nothing is dead-lettered.

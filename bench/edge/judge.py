@@ -16,7 +16,10 @@
   the same flow without forwarding over a window as long; the difference per
   camera (the flow has one, with its microphone).
 - **RSS**: at the end of the live window, the most during the outage, at its end
-  and when caught up.
+  and when caught up; its growth over the outage against the same box's growth
+  over as long a window at the same age with the link up all along (the steady
+  peer, :func:`~bench.edge.run.steady_run`): the difference is what the outage
+  costs, the peer's own growth what the box grows by anyway.
 - **Every item arrived**: each source's ``seq`` has no gap, each forwarded stream
   holds as many items as its source emitted, and the box exited 0.
 """
@@ -29,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench._lib.common import percentile
-from bench.edge.run import ForwardRun, Window
+from bench.edge.run import ForwardRun, SteadyRun, Window
 from bench.edge.watch import Look
 
 TARGET = 5.0
@@ -84,7 +87,9 @@ def catch_up(run: ForwardRun) -> tuple[int, int] | None:
     return None
 
 
-def figures(run: ForwardRun, plain: Window, cameras: int = 1) -> Figures:
+def figures(
+    run: ForwardRun, plain: Window, steady: SteadyRun | None = None, cameras: int = 1
+) -> Figures:
     """The numbers of one run (module doc); None where they could not be had."""
     looks, marks = run.looks, run.marks
     first, last = _nearest(looks, marks["live"]), _nearest(looks, marks["live_end"])
@@ -98,6 +103,7 @@ def figures(run: ForwardRun, plain: Window, cameras: int = 1) -> Figures:
     out: Figures = {"live_rate": live_rate, "live_age_p50": live_p50, "live_age_p95": live_p95}
     out.update(_catch_up_figures(run, found, live_rate))
     out.update(_memory(run, found))
+    out.update(_steady_memory(steady, out["rss_growth_mib"]))
     out.update(_cpu(run.live, plain, cameras))
     out.update(_arrival(run))
     out.update(_ratios(out))
@@ -146,6 +152,16 @@ def _memory(run: ForwardRun, found: tuple[int, int] | None) -> Figures:
         "rss_caught_up_mib": looks[found[1]].rss / MIB if found else None,
         "rss_growth_mib": (at_end - before) / MIB,
     }
+
+
+def _steady_memory(steady: SteadyRun | None, growth: float) -> Figures:
+    if steady is None or not steady.looks:
+        return {"rss_steady_growth_mib": None, "rss_outage_extra_mib": None}
+    looks, marks = steady.looks, steady.marks
+    before = looks[_nearest(looks, marks["live_end"])].rss
+    at_end = looks[_nearest(looks, marks["down_end"])].rss
+    grown = (at_end - before) / MIB
+    return {"rss_steady_growth_mib": grown, "rss_outage_extra_mib": growth - grown}
 
 
 def _cpu(live: Window, plain: Window, cameras: int) -> Figures:

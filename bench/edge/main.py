@@ -21,10 +21,12 @@ box catches up while it goes on capturing. Measured (:mod:`bench.edge.judge`):
 - the box's CPU while forwarding live against the same flow run without
   forwarding (plain ``mediaflow run``, its consumers local and doing nothing) over
   a window as long: the difference per camera;
-- the box's RSS before, during and after the outage (it must not grow with it);
+- the box's RSS before, during and after the outage (it must not grow with it),
+  its growth over the outage against the same box's over as long a window at the
+  same age with the link up all along (``steady_run``);
 - that every item arrived in the shared queue, once, with no gap in any ``seq``.
 
-Runs alternate which of the two flows goes first. Progress goes to stderr, the
+Runs alternate which of the peers goes first. Progress goes to stderr, the
 table (or ``--json``) to stdout; exit status 0 when the target is met and every
 item arrived in every run.
 """
@@ -42,7 +44,15 @@ from bench._lib.common import run_async
 from bench.edge.flow import EdgeFlow
 from bench.edge.judge import Figures, figures, verdict
 from bench.edge.report import notes, table
-from bench.edge.run import ForwardRun, RunConfig, Window, forward_run, plain_run
+from bench.edge.run import (
+    ForwardRun,
+    RunConfig,
+    SteadyRun,
+    Window,
+    forward_run,
+    plain_run,
+    steady_run,
+)
 
 
 def say(text: str) -> None:
@@ -71,18 +81,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def measure(
     flow: EdgeFlow, config: RunConfig, workdir: Path, runs: int
-) -> list[tuple[ForwardRun, Window]]:
-    done: list[tuple[ForwardRun, Window]] = []
+) -> list[tuple[ForwardRun, Window, SteadyRun]]:
+    """Each run: the plain flow, the forwarding box through its outage and the same
+    box without one; odd runs in that order, even runs the other way round."""
+    done: list[tuple[ForwardRun, Window, SteadyRun]] = []
     for index in range(1, runs + 1):
         place = workdir / f"run{index}"
         say(f"-- run {index} of {runs}")
-        plain_first = index % 2 == 1
-        plain = await plain_run(flow, config, place) if plain_first else None
+        first = index % 2 == 1
+        plain = await plain_run(flow, config, place) if first else None
+        steady = await steady_run(flow, config, place) if not first else None
         forwarded = await forward_run(flow, config, place, say)
         if plain is None:
             plain = await plain_run(flow, config, place)
+        if steady is None:
+            steady = await steady_run(flow, config, place)
         say(f"   without forwarding: {100 * plain.cores:.1f} % of a core")
-        done.append((forwarded, plain))
+        done.append((forwarded, plain, steady))
     return done
 
 
@@ -96,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"work directory {workdir}; {config.capture_s:.0f} s of capture a run")
     measured = run_async(measure(flow, config, workdir, args.runs))
     runs: list[Figures] = []
-    for forwarded, plain in measured:
-        runs.append(figures(forwarded, plain) | {"errors": forwarded.errors})
+    for forwarded, plain, steady in measured:
+        runs.append(figures(forwarded, plain, steady) | {"errors": forwarded.errors})
     said = verdict(runs)
     if args.json:
         body: dict[str, Any] = {
@@ -105,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": config.__dict__,
             "verdict": said,
             "runs": runs,
-            "raw": [forwarded.to_json() for forwarded, _ in measured],
+            "raw": [forwarded.to_json() for forwarded, _, _ in measured],
         }
         print(json.dumps(body, indent=1))
     else:

@@ -56,6 +56,8 @@ ROWS: list[tuple[str, str, Fmt]] = [
     ("box RSS at the outage's end", "rss_outage_end_mib", _mib),
     ("box RSS when caught up", "rss_caught_up_mib", _mib),
     ("box RSS growth over the outage", "rss_growth_mib", _mib),
+    ("box RSS growth, link up all along, same window", "rss_steady_growth_mib", _mib),
+    ("box RSS growth: outage - link up (what the outage costs)", "rss_outage_extra_mib", _mib),
     ("machine busy cores, forwarding live", "machine_cores_forwarding", lambda v: f"{v:.2f}"),
     ("machine busy cores, without forwarding", "machine_cores_plain", lambda v: f"{v:.2f}"),
 ]

@@ -14,6 +14,11 @@ shared queue's streams are counted against what the sources emitted (the run's
 **Without forwarding** (:func:`plain_run`): the same flow file run plainly
 (``mediaflow run``, its consumers running locally and doing nothing), its CPU over
 a window as long as the live one after the same warm-up.
+
+**Without an outage** (:func:`steady_run`): the forwarding box again, watched the
+same way, with the link up all along; its RSS over the window the outage takes in
+the forwarding run (from the live window's end, ``outage_s`` long): what the box
+grows by anyway at that age, against which the outage's growth is read.
 """
 
 from __future__ import annotations
@@ -167,6 +172,52 @@ async def forward_run(flow: EdgeFlow, config: RunConfig, place: Path, say: Say) 
         log_lines={"link_down": text.count(LINK_DOWN), "link_back": text.count(LINK_BACK)},
         errors=errors,
     )
+
+
+@dataclass
+class SteadyRun:
+    """The forwarding box with the link up all along: its looks, and the marks of
+    the forwarding run's phases at the same ages (``live_end``, ``down_end``)."""
+
+    looks: list[Look]
+    marks: dict[str, float]
+
+
+async def steady_run(flow: EdgeFlow, config: RunConfig, place: Path) -> SteadyRun:
+    """The forwarding box without an outage (module doc), stopped at the age the
+    forwarding run's outage ends."""
+    redis, service = Redis(place / "steady-redis"), Service(place / "steady-service")
+    await asyncio.to_thread(redis.start)
+    await asyncio.to_thread(service.start)
+    flow_file = write_flow(place / "steady-flow", flow, config.capture_s)
+    marks: dict[str, float] = {"start": _now()}
+    box: FlowRun | None = None
+    watcher: Watcher | None = None
+    try:
+        box = await asyncio.to_thread(
+            FlowRun,
+            flow_file,
+            place / "steady",
+            ["--until-idle"],
+            MEDIAFLOW_TOKEN=TOKEN,
+            MEDIAFLOW_FORWARD_QUEUE=redis.url,
+            MEDIAFLOW_FORWARD_STORE=service.url,
+        )
+        watcher = Watcher(box.url, box.pid, redis.url, config.every_s)
+        watcher.start()
+        await asyncio.sleep(config.warmup_s + config.live_s)
+        marks["live_end"] = _now()
+        await asyncio.sleep(config.outage_s)
+        marks["down_end"] = _now()
+        looks, watcher = await watcher.stop(), None
+    finally:
+        if watcher is not None:
+            await watcher.stop()
+        if box is not None:
+            box.stop()
+        service.stop()
+        redis.stop()
+    return SteadyRun(looks, marks)
 
 
 async def plain_run(flow: EdgeFlow, config: RunConfig, place: Path) -> Window:

@@ -145,6 +145,9 @@ class Journal:
         self.ready = asyncio.Event()  # anything to commit
         self.emissions_ready = asyncio.Event()  # emissions to commit (ends an ack linger)
         self._landed = asyncio.Event()  # set by every commit that lands
+        # Set by every commit that lands emissions; its one waiter, a box's
+        # forwarder (mediaflow.forward), clears it before it looks for new items.
+        self.emissions_landed = asyncio.Event()
 
     def subscribe(self, observer: EmissionObserver) -> None:
         """Tell ``observer`` of every value emitted from now on, before it is committed."""
@@ -310,6 +313,8 @@ class Journal:
                     self._dispatch(CommitFailedTick())
                 raise
             self._landed.set()
+            if runs:
+                self.emissions_landed.set()
             self._tell(untold)
             for pin in pins:
                 self._pins.give_back(pin)

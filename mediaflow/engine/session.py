@@ -215,6 +215,12 @@ class FlowSession:
             raise RuntimeError("the session has not started")
         return self._backends[0]
 
+    @property
+    def emissions_landed(self) -> asyncio.Event:
+        """Set by every commit that lands emitted items (once started): a box's
+        forwarder waits for it, and clears it, instead of polling its journal."""
+        return self._require_runner().journal.emissions_landed
+
     def snapshot(self) -> FlowSnapshot:
         """The run as it is now (latest values, lines, counters); see :class:`FlowSnapshot`."""
         return self._require_runner().snapshot()

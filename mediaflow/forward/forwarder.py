@@ -4,9 +4,12 @@ It claims the forwarded streams' items from the box's own queue (its journal,
 oldest first per stream), uploads each item's artifact to the service, commits
 the items to the shared queue with the streams' cursors (:mod:`.plan`), and
 only then acks them locally. When the link fails, what it claimed is handed
-back uncounted and it tries again after a pause (0.2 s doubling to 5 s),
-reporting ``forward_unavailable`` once per outage and ``forward_available``
-when the link answers again; capture never waits for it.
+back uncounted; it then probes the link every half second (the shared queue's
+cheapest call and a ``HEAD`` to the service) and runs a full round as soon as
+a probe answers (:func:`~.plan.step_while_down`), reporting
+``forward_unavailable`` once per outage and ``forward_available`` when the link
+answers again; capture never waits for it. Idle, it waits for the journal's
+word that new items landed (``arrivals``), looking anyway every second.
 
 The newest value of every port is sent ahead of the backlog (live values
 first): whoever watches the flow where the work goes sees the present while
@@ -19,25 +22,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, assert_never
 
 from mediaflow.engine.events import EventBus
 from mediaflow.forward.plan import (
     CURSOR_NODE,
+    LATEST_EVERY_S,
+    Outage,
+    Probe,
     RateBudget,
+    Retry,
     choose_shed,
     cursor_values,
-    pause_after,
+    idle_wait,
     plan_batch,
+    probed,
     read_cursors,
     ref_of,
     shared_items,
+    step_while_down,
+    uploads_to_forget,
 )
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.queue.contract import (
@@ -48,8 +59,8 @@ from mediaflow.queue.contract import (
     StreamKey,
     WorkItem,
 )
-from mediaflow.store import ArtifactStore, RemoteStoreError
-from mediaflow.store.remote import REMEMBER_MAX, REMEMBER_S
+from mediaflow.store import ArtifactStore, RemoteStoreError, StoreUnreachable
+from mediaflow.store.remote import REMEMBER_S
 from mediaflow.store.service import ServiceClient
 
 log = logging.getLogger("mediaflow.forward")
@@ -57,8 +68,10 @@ log = logging.getLogger("mediaflow.forward")
 BATCH: Final = 64
 """Items claimed per stream at a time: small enough that a capped link touches
 its claim often, large enough that one commit carries many."""
-IDLE_POLL_S: Final = 0.1
-LATEST_EVERY_S: Final = 0.25
+PROBE_DIGEST: Final = "sha256:" + hashlib.sha256(b"").hexdigest()
+"""What a probe asks the service whether it holds (the digest of no bytes): any
+answer, 200 or 404 or a refusal, says the service is there."""
+LINK_ERRORS: Final = (QueueError, RemoteStoreError, OSError)
 BACKLOG_EVERY_S: Final = 0.5
 """How often the backlog shown is read from the journal while the forwarder is busy
 catching up or the link is down (idle, it is read every round)."""
@@ -108,8 +121,11 @@ class Forwarder:
     """Forward the ``streams()`` of ``flow`` from ``local`` to ``shared`` (module doc).
 
     ``edge`` names this box among those forwarding the flow (its cursors);
-    ``uploads`` talks to the artifact service; ``max_bps`` caps the bytes of
-    the backlog sent a second. :meth:`run` until cancelled.
+    ``uploads`` talks to the artifact service and ``probe`` asks it whether it
+    answers (a client that tries once, briefly; ``uploads`` if None);
+    ``arrivals`` is set when the local journal commits new items (the forwarder
+    clears it; None: it looks every :data:`~.plan.IDLE_WAIT_S`); ``max_bps`` caps
+    the bytes of the backlog sent a second. :meth:`run` until cancelled.
     """
 
     def __init__(
@@ -123,6 +139,8 @@ class Forwarder:
         shared: SharedQueue,
         uploads: ServiceClient,
         bus: EventBus,
+        probe: ServiceClient | None = None,
+        arrivals: asyncio.Event | None = None,
         max_bps: int | None = None,
         lease_ms: int = 15_000,
     ) -> None:
@@ -134,15 +152,21 @@ class Forwarder:
         self._store = store
         self._shared = shared
         self._uploads = uploads
+        self._probe = probe or uploads
+        self._arrivals = arrivals or asyncio.Event()
         self._bus = bus
         self._budget = RateBudget(max_bps) if max_bps else None
         self._touch_every_s = lease_ms / 3000
         self._cursors: dict[str, int] | None = None  # read from the shared queue when it answers
-        # digest -> when the service last took it, least recently sent first (bounded)
+        # digest -> when the service last took it, least recently sent first: at most
+        # REMEMBER_MAX, none older than REMEMBER_S
         self._uploaded: OrderedDict[str, float] = OrderedDict()
         self._sent_latest: dict[tuple[str, str], Any] = {}
         self._latest_at = 0.0
+        self._latest_skipped = False
         self._failures = 0
+        self._probes = 0  # of this outage
+        self.rounds = 0  # full rounds tried (what the tests count)
         self._down_since: float | None = None
         self._noted_at = 0.0
         self.status = ForwardStatus(True, 0, 0, 0, None, 0, 0.0)
@@ -150,23 +174,63 @@ class Forwarder:
     async def run(self) -> None:
         """Forward until cancelled; never raises for the link."""
         while True:
+            self._arrivals.clear()  # before looking: what lands from now on wakes the wait
             try:
                 sent = await self.forward_once()
                 if sent and time.monotonic() - self._noted_at >= BACKLOG_EVERY_S:
                     await self._note_backlog()  # catching up: the backlog shown shrinks
-            except (QueueError, RemoteStoreError, OSError) as exc:
+            except LINK_ERRORS as exc:
                 self._link_failed(exc)
                 await self._note_backlog_while_down()
-                await asyncio.sleep(pause_after(self._failures))
+                await self._until_the_link_answers()
                 continue
             self._link_answered()
             if not sent:
                 await self._note_backlog()
-                await asyncio.sleep(IDLE_POLL_S)
+                wait_s = idle_wait(time.monotonic(), self._latest_at, self._latest_skipped)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._arrivals.wait(), wait_s)
+
+    async def _until_the_link_answers(self) -> None:
+        """After a failed round: probe the link until it answers, then return for
+        the next round (:func:`~.plan.step_while_down` decides)."""
+        outage = Outage(self._failures, time.monotonic())
+        answered: bool | None = None
+        while True:
+            step = step_while_down(outage, answered, time.monotonic())
+            match step:
+                case Retry(after_s=after_s):
+                    await asyncio.sleep(after_s)
+                    return
+                case Probe(after_s=after_s):
+                    await asyncio.sleep(after_s)
+                    answered = await self.probe()
+                    outage = probed(outage, answered)
+                    if not answered:
+                        await self._note_backlog_while_down()
+                case _:
+                    assert_never(step)
+
+    async def probe(self) -> bool:
+        """Whether the shared queue and the service both answer: the queue's cheapest
+        call the forwarder makes anyway (this flow's latest values, one small hash)
+        and a ``HEAD`` of :data:`PROBE_DIGEST`. A refusal is an answer: the next
+        round meets it and reports it."""
+        self._probes += 1
+        try:
+            await self._shared.latest(self.flow)
+            await asyncio.to_thread(self._probe.has, PROBE_DIGEST)
+        except (QueueError, StoreUnreachable, OSError) as exc:
+            log.debug("forward: the link does not answer yet: %s", exc)
+            return False
+        except RemoteStoreError:
+            return True
+        return True
 
     async def forward_once(self) -> int:
         """One round: the newest values, then a batch of the backlog. Returns how
         many items it took off the local journal. Raises what the link raised."""
+        self.rounds += 1
         if self._cursors is None:
             # What an earlier forwarder of this box held when it died goes back first,
             # oldest first: sending newer items ahead of it would put it below the
@@ -236,9 +300,10 @@ class Forwarder:
                 self._uploads.put(ref.digest, body, info.size, info.media_type)
 
         await asyncio.to_thread(put)
-        self._uploaded[ref.digest] = time.monotonic()
+        now = time.monotonic()
+        self._uploaded[ref.digest] = now
         self._uploaded.move_to_end(ref.digest)
-        while len(self._uploaded) > REMEMBER_MAX:
+        for _ in range(uploads_to_forget(self._uploaded, now)):
             self._uploaded.popitem(last=False)
         self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + info.size)
         return True
@@ -248,7 +313,8 @@ class Forwarder:
         and outside the rate cap: the present goes ahead of the backlog. At most
         every :data:`LATEST_EVERY_S` unless ``now``. Raises what the link raised."""
         at = time.monotonic()
-        if not now and at - self._latest_at < LATEST_EVERY_S:
+        self._latest_skipped = not now and at - self._latest_at < LATEST_EVERY_S
+        if self._latest_skipped:
             return
         self._latest_at = at
         latest = await self._local.latest(self.flow)
@@ -335,6 +401,7 @@ class Forwarder:
         self._failures += 1
         if self._down_since is None:
             self._down_since = time.monotonic()
+            self._probes = 0
             self.status = replace(self.status, link_up=False)
             log.warning("forward: the link is down (%s); capture goes on here", exc)
             self._bus.publish(
@@ -342,13 +409,27 @@ class Forwarder:
             )
 
     def _link_answered(self) -> None:
-        self._failures = 0
+        failed, self._failures = self._failures, 0
         if self._down_since is not None:
             away = time.monotonic() - self._down_since
             self._down_since = None
             self.status = replace(self.status, link_up=True)
-            log.info("forward: the link is back after %.1f s; catching up", away)
-            self._bus.publish("forward_available", {"flow": self.flow, "away_s": round(away, 3)})
+            log.info(
+                "forward: the link is back after %.1f s (%d round(s) failed, %d probe(s));"
+                " catching up",
+                away,
+                failed,
+                self._probes,
+            )
+            self._bus.publish(
+                "forward_available",
+                {
+                    "flow": self.flow,
+                    "away_s": round(away, 3),
+                    "failed_rounds": failed,
+                    "probes": self._probes,
+                },
+            )
 
 
 async def _release_quietly(local: Delivery, entry_ids: Sequence[str]) -> None:

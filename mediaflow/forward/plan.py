@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, TypeAlias
 
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem
+from mediaflow.store.remote import REMEMBER_MAX, REMEMBER_S
 
 CURSOR_NODE: Final = "~forwarded"
 """The node name cursors are stored under among a flow's latest values; no
@@ -23,6 +24,15 @@ node can be named so (ids are identifiers), and readers of latest values skip it
 
 FIRST_PAUSE_S: Final = 0.2
 LONGEST_PAUSE_S: Final = 5.0
+PROBE_EVERY_S: Final = 0.5
+"""How often a forwarder whose link is down asks whether it answers again (the
+cheapest call to the shared queue and a ``HEAD`` to the service): the link's
+return is seen within this, however long it was away."""
+IDLE_WAIT_S: Final = 1.0
+"""How long an idle forwarder waits for the journal to say that new items landed
+before it looks anyway (a safety net: the journal's word is what wakes it)."""
+LATEST_EVERY_S: Final = 0.25
+"""The ports' newest values are sent at most this often."""
 
 
 def cursor_port(edge: str, node: str) -> str:
@@ -93,6 +103,78 @@ def ref_of(item: WorkItem) -> MediaRef | None:
 def pause_after(failures: int) -> float:
     """How long to wait before trying the link again after ``failures`` in a row."""
     return float(min(LONGEST_PAUSE_S, FIRST_PAUSE_S * 2 ** max(0, failures - 1)))
+
+
+@dataclass(frozen=True)
+class Outage:
+    """The link as a failed round left it: ``failures`` full rounds failed in a row,
+    the last at ``failed_at``; ``away``: a probe has failed since (the link was
+    really gone, so its return is news, not a reason to pace)."""
+
+    failures: int
+    failed_at: float
+    away: bool = False
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Ask the link whether it answers, after ``after_s``."""
+
+    after_s: float
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Run a full round, after ``after_s``."""
+
+    after_s: float
+
+
+LinkStep: TypeAlias = Probe | Retry
+
+
+def probed(outage: Outage, answered: bool) -> Outage:
+    """``outage`` once a probe answered or not."""
+    return outage if answered or outage.away else replace(outage, away=True)
+
+
+def step_while_down(outage: Outage, answered: bool | None, now: float) -> LinkStep:
+    """What a forwarder whose round failed does next; ``answered``: the last probe
+    since (None: none yet).
+
+    It probes every :data:`PROBE_EVERY_S` and runs a full round only once a probe
+    answers: at once if a probe failed in between (the link was away and is back:
+    catch up now, not up to :data:`LONGEST_PAUSE_S` later), else once
+    :func:`pause_after` the failures has passed since the last one (the link
+    answers probes but rounds still fail: the doubling paces them)."""
+    if not answered:
+        return Probe(PROBE_EVERY_S)
+    if outage.away:
+        return Retry(0.0)
+    return Retry(max(0.0, outage.failed_at + pause_after(outage.failures) - now))
+
+
+def idle_wait(now: float, latest_at: float, latest_skipped: bool) -> float:
+    """How long an idle forwarder waits for the journal's word that items landed:
+    :data:`IDLE_WAIT_S`, or only until the ports' newest values are due again when
+    its last look came too soon to send them (:data:`LATEST_EVERY_S`)."""
+    if latest_skipped:
+        return min(IDLE_WAIT_S, max(0.0, latest_at + LATEST_EVERY_S - now))
+    return IDLE_WAIT_S
+
+
+def uploads_to_forget(uploaded: Mapping[str, float], now: float) -> int:
+    """How many of the oldest of ``uploaded`` (digest -> when the service took it,
+    oldest first) to forget: beyond :data:`REMEMBER_MAX`, and every one older than
+    :data:`REMEMBER_S`, which no longer spares an upload. Bounded by age too, a
+    box forwarding 15 items a second holds a minute of digests, not 10,000 (~3 MiB)."""
+    excess = max(0, len(uploaded) - REMEMBER_MAX)
+    forget = 0
+    for at in uploaded.values():
+        if forget >= excess and now - at < REMEMBER_S:
+            break
+        forget += 1
+    return forget
 
 
 @dataclass

@@ -16,11 +16,13 @@ from mediaflow.queue import open_queue
 from mediaflow.queue.contract import QueueError, StreamKey, WorkQueue
 from mediaflow.queue.sqlite import SqliteQueue
 from mediaflow.store import RemoteStoreError, open_store
-from mediaflow.store.service import ServiceClient
+from mediaflow.store.service import RetryPolicy, ServiceClient
 
 EDGE_ID_FILE = "edge-id"
 LAST_WORD_S = 2.0
 """How long a stopping forwarder tries to send the ports' newest values."""
+PROBE_TIMEOUT_S = 2.0
+"""How long a probe of the service waits for an answer (one try)."""
 
 
 def forwarded_streams(spec: FlowSpec) -> list[StreamKey]:
@@ -48,10 +50,12 @@ def edge_id(data_dir: Path) -> str:
 class Forwarding:
     """A running forwarder and what it opened. :meth:`stop` ends it."""
 
-    def __init__(self, forwarder: Forwarder, shared: WorkQueue, uploads: ServiceClient) -> None:
+    def __init__(
+        self, forwarder: Forwarder, shared: WorkQueue, clients: tuple[ServiceClient, ...]
+    ) -> None:
         self.forwarder = forwarder
         self._shared = shared
-        self._uploads = uploads
+        self._clients = clients
         self._task = asyncio.create_task(forwarder.run(), name="mediaflow-forward")
 
     async def stop(self) -> None:
@@ -64,7 +68,8 @@ class Forwarding:
         with contextlib.suppress(QueueError, RemoteStoreError, OSError, TimeoutError):
             await asyncio.wait_for(self.forwarder.forward_latest(now=True), LAST_WORD_S)
         await self._shared.close()
-        await asyncio.to_thread(self._uploads.close)
+        for client in self._clients:
+            await asyncio.to_thread(client.close)
 
 
 def start_forwarding(session: FlowSession, settings: ForwardSettings) -> Forwarding:
@@ -79,6 +84,12 @@ def start_forwarding(session: FlowSession, settings: ForwardSettings) -> Forward
     assert settings.store.url is not None  # ForwardSettings holds a service
     shared = open_queue(settings.queue_url, data_dir)
     uploads = ServiceClient(settings.store.url, settings.store.token)
+    probe = ServiceClient(
+        settings.store.url,
+        settings.store.token,
+        timeout_s=PROBE_TIMEOUT_S,
+        retry=RetryPolicy(attempts=1),
+    )
     forwarder = Forwarder(
         session.spec.name,
         lambda: forwarded_streams(session.spec),
@@ -88,7 +99,9 @@ def start_forwarding(session: FlowSession, settings: ForwardSettings) -> Forward
         shared=shared,
         uploads=uploads,
         bus=session.bus,
+        probe=probe,
+        arrivals=session.emissions_landed,
         max_bps=settings.max_bps,
         lease_ms=session.settings.lease_ms,
     )
-    return Forwarding(forwarder, shared, uploads)
+    return Forwarding(forwarder, shared, (uploads, probe))
