@@ -43,6 +43,7 @@ from mediaflow.flows.validate import (
     class_name,
     declared_ports,
     optional_inputs,
+    retry_policy,
 )
 from mediaflow.node import Node
 
@@ -148,6 +149,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
             bind_options(node_class, decl.options)
             check_option_types(node_class, decl.options)
         input_kinds, output_kinds = declared_ports(node_class, decl.options, instance)
+        retry = retry_policy(node_class, decl.options)
         optional = optional_inputs(node_class, input_kinds)
         wired = _wired_inputs(decl.inputs)
     except NodeProblem as exc:
@@ -170,6 +172,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         is_source=not input_kinds,
         max_rate=max_rate,
         edge=edge,
+        retry=retry,
     )
 
 
