@@ -8,7 +8,12 @@ import json
 import pytest
 
 from mediaflow.engine import trace
-from mediaflow.engine.commands import DeadLetterCommand, PublishEventCommand, WakeAtCommand
+from mediaflow.engine.commands import (
+    Command,
+    DeadLetterCommand,
+    PublishEventCommand,
+    WakeAtCommand,
+)
 from mediaflow.engine.control import on_reshape
 from mediaflow.engine.state import EngineState, backoff_s, initial_state, retry_of
 from mediaflow.engine.ticks import ItemsArrivedTick, NodeFinishedTick, ReshapeTick, TimerTick
@@ -23,10 +28,10 @@ def fresh_own() -> EngineState:
     return initial_state(LIMITS, [CAM, ASR, REC], [CAM], retries={ASR: OWN})
 
 
-def fail_until_dropped(state: EngineState, head: str) -> tuple[list[float], list[object]]:
+def fail_until_dropped(state: EngineState, head: str) -> tuple[list[float], list[Command]]:
     """Fail the head of ASR's line each time it runs; the delays asked for, and the
     commands of the failure that dead-lettered it."""
-    now, delays = 0.0, []
+    now, delays = 0.0, list[float]()
     while True:
         state, commands = run(state, finished(ASR, head, done=0, error="HTTP 500"), now=now)
         wakes = [c.at for c in commands if isinstance(c, WakeAtCommand)]
