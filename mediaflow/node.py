@@ -60,11 +60,14 @@ class ItemRefused(Exception):
 
 @dataclass(frozen=True)
 class ItemInfo:
-    """What a node may know about the item it runs for."""
+    """What a node may know about the item it runs for: ``source``, the output that
+    emitted it (``"node.port"``) and ``emitted_at``, when (Unix seconds)."""
 
     entry_id: str
     seq: int
     deliveries: int
+    source: str = ""
+    emitted_at: float | None = None
 
 
 class MoreContext(Protocol):

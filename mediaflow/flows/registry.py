@@ -34,6 +34,7 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
         "timer": "mediaflow.nodes.timer:TimerNode",
         "motion": "mediaflow.nodes.motion:MotionNode",
         "loudness": "mediaflow.nodes.loudness:LoudnessNode",
+        "webhook": "mediaflow.nodes.webhook:WebhookNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(
