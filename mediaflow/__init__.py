@@ -12,7 +12,7 @@ from mediaflow.config import EngineSettings
 from mediaflow.engine.session import FlowSession, RunOutcome
 from mediaflow.flows import FlowBuilder, FlowError, FlowSpec, load_flow
 from mediaflow.media import MediaRef, PortKindError
-from mediaflow.node import Context, ItemInfo, MoreContext, Node
+from mediaflow.node import Context, ItemInfo, ItemRefused, MoreContext, Node, RetryPolicy
 from mediaflow.store import save_artifact
 
 __all__ = [
@@ -23,10 +23,12 @@ __all__ = [
     "FlowSession",
     "FlowSpec",
     "ItemInfo",
+    "ItemRefused",
     "MediaRef",
     "MoreContext",
     "Node",
     "PortKindError",
+    "RetryPolicy",
     "RunOutcome",
     "load_flow",
     "save_artifact",

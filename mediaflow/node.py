@@ -62,12 +62,45 @@ class Wire:
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """How the engine retries a node's failed items (:meth:`Node.retry_policy`).
+
+    An item whose run raised runs again after ``retry_base_s``, doubled per failed
+    run and capped at ``retry_max_s``, while the node's later items wait behind it;
+    after ``max_attempts`` failed runs in one process it is dead-lettered. The
+    engine-wide defaults are ``MEDIAFLOW_MAX_ATTEMPTS``, ``MEDIAFLOW_RETRY_BASE_S``
+    and ``MEDIAFLOW_RETRY_MAX_S``. Raises ``ValueError`` for a value out of range."""
+
+    max_attempts: int
+    retry_base_s: float
+    retry_max_s: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts!r}")
+        if not 0 < self.retry_base_s <= self.retry_max_s:
+            raise ValueError(
+                "retry_base_s must be positive and at most retry_max_s, got "
+                f"{self.retry_base_s!r} and {self.retry_max_s!r}"
+            )
+
+
+class ItemRefused(Exception):
+    """Raised by ``run`` for an item no retry can get through (a receiver that
+    refuses it for good): the item is dead-lettered at once, the message its reason,
+    and the node goes on with its next item. Requeueing the dead letter runs it again."""
+
+
+@dataclass(frozen=True)
 class ItemInfo:
-    """What a node may know about the item it runs for."""
+    """What a node may know about the item it runs for: ``source``, the output that
+    emitted it (``"node.port"``) and ``emitted_at``, when (Unix seconds)."""
 
     entry_id: str
     seq: int
     deliveries: int
+    source: str = ""
+    emitted_at: float | None = None
 
 
 class MoreContext(Protocol):
@@ -293,6 +326,14 @@ class Node:
         exception raised here is reported as a problem with the flow.
         """
         return cls.inputs, cls.outputs
+
+    @classmethod
+    def retry_policy(cls, options: Mapping[str, Any]) -> RetryPolicy | None:
+        """How the engine retries this node's failed items, for a node built with
+        ``options`` (the flow file's keys); None, the default: the engine's settings.
+        Called when the flow starts or is reloaded (a node given as an instance gets
+        the answer for no options). An exception raised here is a problem with the flow."""
+        return None
 
     async def setup(self, ctx: Context) -> None:
         """Called once before the first ``run``; open models or devices here."""

@@ -135,7 +135,17 @@ class RunContext:
     @property
     def item(self) -> ItemInfo | None:
         work = self._work
-        return None if work is None else ItemInfo(work.entry_id, work.seq, work.deliveries)
+        if work is None:
+            return None
+        payload = work.payload
+        src, at = payload.get("src"), payload.get("at")
+        return ItemInfo(
+            work.entry_id,
+            work.seq,
+            work.deliveries,
+            src if isinstance(src, str) else "",
+            float(at) if isinstance(at, int | float) else None,
+        )
 
     @property
     def log(self) -> logging.Logger:

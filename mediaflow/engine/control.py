@@ -151,6 +151,7 @@ def on_reshape(state: EngineState, tick: ReshapeTick) -> Result:
             "leased": before is not None and before.leased and stream in ordered,
             "draining": before is not None and before.draining and stream in ordered,
             "interval": tick.rates.get(stream),
+            "retry": tick.retries.get(stream),
         }
         if before is not None and stream not in tick.rebuilt:
             nodes[stream] = replace(before, **shape)

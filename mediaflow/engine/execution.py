@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from mediaflow.engine.away import Dependency, away_from
 from mediaflow.engine.commands import Dispatch, StartNodeCommand
@@ -29,7 +29,7 @@ from mediaflow.engine.journal import GUARD_KEY
 from mediaflow.engine.stats import LatencyWindow
 from mediaflow.engine.ticks import NodeFinishedTick
 from mediaflow.media import decode_value
-from mediaflow.node import Node
+from mediaflow.node import ItemRefused, Node
 from mediaflow.queue.contract import QueueError, StreamKey, WorkItem
 from mediaflow.store import use_store
 from mediaflow.store.current import saving_through
@@ -38,6 +38,16 @@ log = logging.getLogger("mediaflow.engine")
 
 SLICE_S: Final = 0.005
 """A batch reports after this much running time even if items remain."""
+
+
+class BatchEnd(NamedTuple):
+    """How a batch ended, as :class:`~.ticks.NodeFinishedTick` says it (its fields
+    after ``entry_id``)."""
+
+    done: int
+    error: str | None = None
+    away: Dependency | None = None
+    refused: bool = False
 
 
 class NodeExecutor:
@@ -115,16 +125,15 @@ class NodeExecutor:
         with use_store(self._env.store):
             while command is not None:
                 stream = command.stream
-                done, error, away = await self._run_batch(command)
+                end = await self._run_batch(command)
                 entry_id = command.items[0].entry_id
-                self._dispatch(NodeFinishedTick(stream, entry_id, done, error, away))
+                self._dispatch(NodeFinishedTick(stream, entry_id, *end))
                 command = self._next.pop(stream, None)
 
-    async def _run_batch(
-        self, command: StartNodeCommand
-    ) -> tuple[int, str | None, Dependency | None]:
+    async def _run_batch(self, command: StartNodeCommand) -> BatchEnd:
         """How many items of the batch succeeded, the error of the one that raised,
-        and the dependency whose being away was the only cause (:func:`.away_from`)."""
+        the dependency whose being away was the only cause (:func:`.away_from`), and
+        whether the node refused the item for good (:class:`~mediaflow.node.ItemRefused`)."""
         stream, items = command.stream, command.items
         node_id = stream.node
         node = self._nodes[node_id]
@@ -144,12 +153,12 @@ class NodeExecutor:
                         # attempt; wait for the commit loop to get the acks through.
                         await env.journal.flush_when_available()
                 except Exception as exc:  # any other failure: retried like a failed run
-                    return 0, f"could not commit earlier acks first: {exc}", None
+                    return BatchEnd(0, f"could not commit earlier acks first: {exc}")
             with saving_through() as runs:
                 for index, item in enumerate(items):
                     if index:
                         if stream in self._recalled or loop.time() >= deadline:
-                            return index, None, None
+                            return BatchEnd(index)
                         if index % self._yield_every == 0:
                             await asyncio.sleep(0)
                     payload = item.payload
@@ -168,16 +177,17 @@ class NodeExecutor:
                             for port, value in outputs.items():
                                 await ctx.emit(port, value)
                     except asyncio.CancelledError:
-                        return index, "cancelled while stopping", None
+                        return BatchEnd(index, "cancelled while stopping")
                     except Exception as exc:
                         attempt = command.attempt if index == 0 else 1
-                        return index, *_failed(node_id, item, attempt, exc)
+                        error, away = _failed(node_id, item, attempt, exc)
+                        return BatchEnd(index, error, away, isinstance(exc, ItemRefused))
                     finally:
                         ctx.end()  # what the node saved and did not emit, it dropped
         except asyncio.CancelledError:
             # Cancelled between items (stopping): the item at ``index`` never ran.
-            return index, None, None
-        return len(items), None, None
+            return BatchEnd(index)
+        return BatchEnd(len(items))
 
     def _stale(self, node_id: str, item: WorkItem, guard: str) -> bool:
         """Whether ``item`` came from an earlier generation of its source (which
@@ -193,9 +203,7 @@ class NodeExecutor:
         )
         return True
 
-    async def _run_source(
-        self, node_id: str, node: Node, item: WorkItem, attempt: int
-    ) -> tuple[int, str | None, Dependency | None]:
+    async def _run_source(self, node_id: str, node: Node, item: WorkItem, attempt: int) -> BatchEnd:
         """Run a source for as long as it runs; a source cancelled while stopping ended.
         Its saves wait for a store that is away (:class:`~.outages.StoreOutages`)."""
         env = self._env
@@ -223,7 +231,7 @@ class NodeExecutor:
         bus.publish("source_ended", {"flow": flow, "node": node_id, "error": error})
         if error is not None:
             self.failed_sources[node_id] = error
-        return (1, None, None) if error is None else (0, error, away)
+        return BatchEnd(1) if error is None else BatchEnd(0, error, away)
 
 
 def _failed(
@@ -234,6 +242,9 @@ def _failed(
     says which, and the node did nothing wrong)."""
     error = f"{type(exc).__name__}: {exc}"
     away = away_from(exc)
+    if isinstance(exc, ItemRefused):
+        log.warning("node %r refused item %s for good: %s", node_id, item.entry_id, error)
+        return error, None
     if away is not None:
         log.warning(
             "node %r could not run item %s: the %s is away (%s); it runs again later,"

@@ -37,6 +37,7 @@ from mediaflow.engine.ticks import ControlTick, HaltTick, ReshapeTick, StopTick
 from mediaflow.engine.trace import TraceWriter
 from mediaflow.flows import FlowSpec
 from mediaflow.live.hub import LiveHub
+from mediaflow.node import RetryPolicy
 from mediaflow.queue.contract import StreamKey
 from mediaflow.store import ArtifactStore
 
@@ -216,6 +217,7 @@ class RunLife:
                 frozenset(ordered_streams(new, node_ids)),
                 frozenset(StreamKey(flow, n) for n in plan.changed),
                 rates(new),
+                retries(new),
             )
         )
         await parts.effects.settle()  # the lines handed back are back before anyone sweeps
@@ -281,6 +283,11 @@ def executed(spec: FlowSpec, role: Role) -> list[str]:
     if role == "edge":
         return [n for n, ns in spec.nodes.items() if ns.is_source or ns.edge]
     return list(spec.nodes)
+
+
+def retries(spec: FlowSpec) -> dict[StreamKey, RetryPolicy]:
+    """The retry policy of each node that has its own (``NodeSpec.retry``)."""
+    return {StreamKey(spec.name, n.id): n.retry for n in spec.nodes.values() if n.retry is not None}
 
 
 def rates(spec: FlowSpec) -> dict[StreamKey, float]:

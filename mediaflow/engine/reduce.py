@@ -11,8 +11,10 @@ as tables (``tests/test_reduce.py``) and replay exactly (:mod:`.trace`):
 * ordering per edge: a node runs one batch at a time, its items oldest first,
   so chunks reach it in the order they were emitted however many are in flight;
 * retry: a node that raises is re-run after a doubling backoff while its later
-  items wait behind it; after ``max_attempts`` the item is dead-lettered with a
-  ``cascade_dropped`` event (:mod:`.reports` builds the events); a run that
+  items wait behind it; after ``max_attempts`` (the engine's, or the node's own
+  :class:`~mediaflow.node.RetryPolicy`) the item is dead-lettered with a
+  ``cascade_dropped`` event (:mod:`.reports` builds the events), at once if the
+  node said no retry can help (:class:`~mediaflow.node.ItemRefused`); a run that
   failed only because the store or the queue was away costs no attempt and is
   never dead-lettered for it (:mod:`.away`); ``max_deliveries``: an item the
   queue delivered too often (it crashed the process each time) is dead-lettered
@@ -41,7 +43,7 @@ from mediaflow.engine.commands import (
     WakeAtCommand,
     WakeClaimerCommand,
 )
-from mediaflow.engine.state import EngineState, StreamState, backoff_s, with_streams
+from mediaflow.engine.state import EngineState, StreamState, backoff_s, retry_of, with_streams
 from mediaflow.engine.ticks import (
     BacklogBehindTick,
     BacklogSampledTick,
@@ -342,11 +344,11 @@ def _on_node_finished(state: EngineState, tick: NodeFinishedTick, now: float) ->
                 reports.retry_event(failed, attempt, retry_at - now, tick.error, away=tick.away)
             )
             attempt -= 1
-        elif attempt >= state.limits.max_attempts:
+        elif tick.refused or attempt >= retry_of(state.limits, node).max_attempts:
             commands.extend(reports.dropped(failed, tick.error, attempt))
             attempt = 0
         else:
-            retry_at = now + backoff_s(state.limits, attempt)
+            retry_at = now + backoff_s(retry_of(state.limits, node), attempt)
             unstarted = (failed, *unstarted)
             commands.append(WakeAtCommand(retry_at))
             commands.append(reports.retry_event(failed, attempt, retry_at - now, tick.error))

@@ -56,7 +56,15 @@ from mediaflow.engine.commands import (
     WakeClaimerCommand,
 )
 from mediaflow.engine.events import EventBus
-from mediaflow.engine.lifecycle import Role, RunLife, executed, ordered_streams, rates, wire
+from mediaflow.engine.lifecycle import (
+    Role,
+    RunLife,
+    executed,
+    ordered_streams,
+    rates,
+    retries,
+    wire,
+)
 from mediaflow.engine.operate import FlowControls
 from mediaflow.engine.queue_roles import EngineQueue
 from mediaflow.engine.reduce import reduce
@@ -113,6 +121,7 @@ class FlowRunner:
             resumed=resumed,
             ordered=ordered_streams(spec, node_ids),
             rates=rates(spec),
+            retries=retries(spec),
         )
         self._trace = trace
         parts = self._parts = wire(

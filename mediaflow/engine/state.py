@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mediaflow.config import EngineSettings
+from mediaflow.node import RetryPolicy
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 
@@ -68,7 +69,9 @@ class StreamState:
     reload): ``ctx.stopping()`` is true for it, and its item goes back to the
     queue when it returns, so it resumes when started again. ``interval``: a
     rate-limited node's least time between two starts (``max_rate``); ``gate``
-    the time before which it may not start again.
+    the time before which it may not start again. ``retry``: the node's own retry
+    policy (:meth:`~mediaflow.node.Node.retry_policy`), None for the engine's
+    (:func:`retry_of`).
     """
 
     is_source: bool = False
@@ -88,6 +91,7 @@ class StreamState:
     halted: bool = False
     interval: float | None = None
     gate: float | None = None
+    retry: RetryPolicy | None = None
 
     def holds(self, entry_id: str) -> bool:
         return any(item.entry_id == entry_id for item in (*self.running, *self.waiting))
@@ -185,21 +189,24 @@ def initial_state(
     resumed: bool = False,
     ordered: Iterable[StreamKey] = (),
     rates: Mapping[StreamKey, float] | None = None,
+    retries: Mapping[StreamKey, RetryPolicy] | None = None,
 ) -> EngineState:
     """The state of a runner that holds nothing yet. ``resumed``: the flow's last
     run crashed, so every non-source stream starts careful. ``ordered``: the
     streams to claim only under a lease (none leased yet). ``rates``: the least
-    seconds between two starts of a rate-limited stream."""
+    seconds between two starts of a rate-limited stream. ``retries``: the streams
+    whose node retries by its own policy."""
     source_set = set(sources)
     keys = list(streams)
     keys.extend(s for s in source_set if s not in keys)
-    ordered_set, intervals = set(ordered), rates or {}
+    ordered_set, intervals, policies = set(ordered), rates or {}, retries or {}
     nodes = {
         s: StreamState(
             is_source=s in source_set,
             careful=resumed and s not in source_set,
             ordered=s in ordered_set and s not in source_set,
             interval=intervals.get(s),
+            retry=policies.get(s),
         )
         for s in keys
     }
@@ -250,9 +257,17 @@ def is_settled(state: EngineState) -> bool:
     )
 
 
-def backoff_s(limits: Limits, attempt: int) -> float:
+def backoff_s(limits: Limits | RetryPolicy, attempt: int) -> float:
     """Delay before attempt ``attempt + 1``: base doubled per failed attempt, capped."""
-    return float(min(limits.retry_max_s, limits.retry_base_s * 2 ** (attempt - 1)))
+    # 2 ** attempt overflows a float past about a thousand attempts: cap the exponent.
+    return float(min(limits.retry_max_s, limits.retry_base_s * 2 ** min(attempt - 1, 64)))
+
+
+def retry_of(limits: Limits, node: StreamState) -> RetryPolicy:
+    """The retry policy of ``node``'s stream: its own, else the engine's."""
+    if node.retry is not None:
+        return node.retry
+    return RetryPolicy(limits.max_attempts, limits.retry_base_s, limits.retry_max_s)
 
 
 def stream_counts(state: EngineState) -> Mapping[StreamKey, tuple[int, bool]]:

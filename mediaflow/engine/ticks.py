@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias, get_args
 
+from mediaflow.node import RetryPolicy
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 
@@ -99,8 +100,8 @@ class NodeFinishedTick:
     """The batch whose first item is ``entry_id`` ended after its first ``done``
     items succeeded. ``error``: item ``done`` raised it; ``away``: ``"store"``,
     ``"queue"`` or a node's named service (``"mqtt"``) when it raised only because
-    that was away
-    (:func:`~.away.away_from`), which is not the item's failure. Without an error
+    that was away (:func:`~.away.away_from`), which is not the item's failure;
+    ``refused``: it raised :class:`~mediaflow.node.ItemRefused` (no retry). Without an error
     and ``done`` short of the batch, the rest never started (recalled, or the
     node yielded its turn)."""
 
@@ -109,6 +110,7 @@ class NodeFinishedTick:
     done: int
     error: str | None = None
     away: str | None = None
+    refused: bool = field(default=False, metadata={"trace": "omit_default"})
     type: Literal["node_finished"] = "node_finished"
 
 
@@ -167,13 +169,17 @@ class ReshapeTick:
     """The flow's nodes changed (a reload): these are its streams now, which of
     them are sources and which ordered. ``rebuilt``: streams whose node was
     replaced; their items waiting in memory go back to the queue for the new
-    node, and a halted source among them may start again."""
+    node, and a halted source among them may start again. ``retries``: the
+    streams whose node retries by its own policy."""
 
     streams: tuple[StreamKey, ...]
     sources: frozenset[StreamKey]
     ordered: frozenset[StreamKey]
     rebuilt: frozenset[StreamKey]
     rates: Mapping[StreamKey, float]
+    retries: Mapping[StreamKey, RetryPolicy] = field(
+        default_factory=dict, metadata={"trace": "omit_default"}
+    )
     type: Literal["reshape"] = "reshape"
 
 

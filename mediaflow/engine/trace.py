@@ -56,6 +56,7 @@ from mediaflow.engine.commands import (
 )
 from mediaflow.engine.state import EngineState, Limits, StreamState
 from mediaflow.engine.ticks import Tick
+from mediaflow.node import RetryPolicy
 from mediaflow.queue.contract import StreamKey, WorkItem
 
 FORMAT: Final = "mediaflow-trace"
@@ -84,6 +85,17 @@ def _counts(counts: Mapping[StreamKey, int] | Mapping[StreamKey, float]) -> list
     return [[key.flow, key.node, n] for key, n in counts.items()]
 
 
+def _policies(policies: Mapping[StreamKey, RetryPolicy]) -> list[list[Any]]:
+    return [
+        [key.flow, key.node, p.max_attempts, p.retry_base_s, p.retry_max_s]
+        for key, p in policies.items()
+    ]
+
+
+def _decode_policies(raw: list[list[Any]]) -> dict[StreamKey, RetryPolicy]:
+    return {StreamKey(f, n): RetryPolicy(a, b, m) for f, n, a, b, m in raw}
+
+
 def _ordered_streams(keys: Iterable[StreamKey]) -> list[list[str]]:
     return [_stream(s) for s in keys]
 
@@ -105,12 +117,15 @@ def _item(item: WorkItem) -> Json:
 
 
 def encode_tick(tick: Tick) -> Json:
-    """``{"type": ..., field: value, ...}``, fields in their order (a None left out)."""
+    """``{"type": ..., field: value, ...}``, fields in their order (a None left out,
+    and a field marked ``{"trace": "omit_default"}`` while it holds its default)."""
+    codec = _TICK_CODECS[type(tick)]
     out: Json = {"type": tick.type}
-    for name, attr, encode, _ in _TICK_CODECS[type(tick)].fields:
+    for name, attr, encode, _ in codec.fields:
         value = getattr(tick, attr)
-        if value is not None:
-            out[name] = encode(value)
+        if value is None or (attr in codec.omitted and value == codec.omitted[attr]):
+            continue
+        out[name] = encode(value)
     return out
 
 
@@ -158,6 +173,7 @@ def encode_start(state: EngineState, run_id: str) -> Json:
         "careful": _streams(state.careful),
         "ordered": _streams(state.ordered),
         "rates": _counts(state.rates),
+        "retries": _policies({s: n.retry for s, n in state.nodes.items() if n.retry}),
     }
 
 
@@ -216,6 +232,8 @@ def _codec_of(hint: Any) -> tuple[_Encode, _Decode]:
         return _ordered_streams, lambda raw: tuple(map(_key, raw))
     if origin is tuple and args == (WorkItem, ...):
         return _items, lambda raw: tuple(map(_decode_item, raw))
+    if origin is abc.Mapping and args == (StreamKey, RetryPolicy):
+        return _policies, _decode_policies
     if origin is abc.Mapping and args[0] is StreamKey:
         return _counts, lambda raw: {StreamKey(f, n): c for f, n, c in raw}
     if origin is abc.Mapping and args[0] is str:
@@ -237,6 +255,9 @@ class _TickCodec:
     # (name in the trace, attribute, encode, decode); the tick's type is not a field
     fields: tuple[tuple[str, str, _Encode, _Decode], ...]
     optional: frozenset[str]  # attributes with a default
+    # Attributes left out while they hold this default: fields added after traces
+    # were first written, so a trace that does not use them reads as it always did.
+    omitted: Mapping[str, Any]
     types: tuple[str, ...]  # the names of the tick in a trace
     type_field: str | None  # the attribute its type is (ControlTick's action), if any
 
@@ -245,10 +266,15 @@ def _tick_codec(cls: type[Tick]) -> _TickCodec:
     hints = get_type_hints(cls)
     fields: list[tuple[str, str, _Encode, _Decode]] = []
     optional: set[str] = set()
+    omitted: dict[str, Any] = {}
     types: tuple[str, ...] = ()
     type_field: str | None = None
     for f in dataclasses.fields(cls):
         name = f.metadata.get("trace", f.name)
+        if name == "omit_default":
+            name = f.name
+            factory = f.default_factory
+            omitted[f.name] = f.default if factory is dataclasses.MISSING else factory()
         if name == "type":  # the tick's type: a literal, or a field holding one
             types = get_args(hints[f.name])
             type_field = None if f.name == "type" else f.name
@@ -256,7 +282,7 @@ def _tick_codec(cls: type[Tick]) -> _TickCodec:
         fields.append((name, f.name, *_codec_of(hints[f.name])))
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             optional.add(f.name)
-    return _TickCodec(cls, tuple(fields), frozenset(optional), types, type_field)
+    return _TickCodec(cls, tuple(fields), frozenset(optional), omitted, types, type_field)
 
 
 _TICK_CODECS: Final = {cls: _tick_codec(cls) for cls in get_args(Tick)}
@@ -273,12 +299,14 @@ def decode_start(raw: Json) -> EngineState:
     # "ordered" and "rates" are absent in traces written before leases and max_rate.
     ordered = _keys(raw.get("ordered", ()))
     rates = {StreamKey(f, n): t for f, n, t in raw.get("rates", ())}
+    retries = _decode_policies(raw.get("retries", ()))  # absent before node retry policies
     nodes = {
         key: StreamState(
             is_source=bool(src),
             careful=key in careful,
             ordered=key in ordered,
             interval=rates.get(key),
+            retry=retries.get(key),
         )
         for key, src in ((StreamKey(f, n), src) for f, n, src in raw["nodes"])
     }

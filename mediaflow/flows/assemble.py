@@ -44,6 +44,7 @@ from mediaflow.flows.validate import (
     declared_ports,
     open_input_kinds,
     optional_inputs,
+    retry_policy,
 )
 from mediaflow.node import Node
 
@@ -162,6 +163,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
             bind_options(node_class, decl.options)
             check_option_types(node_class, decl.options)
         input_kinds, output_kinds = declared_ports(node_class, decl.options, instance)
+        retry = retry_policy(node_class, decl.options)
         optional = optional_inputs(node_class, input_kinds)
         wired = _wired_inputs(decl.inputs)
     except NodeProblem as exc:
@@ -186,6 +188,7 @@ def _node_spec(node_id: str, decl: DeclaredNode, search_dir: Path | None) -> Nod
         is_source=is_source,
         max_rate=max_rate,
         edge=edge,
+        retry=retry,
     )
 
 

@@ -35,6 +35,7 @@ BUILTIN_NODES: Mapping[str, str] = MappingProxyType(
         "motion": "mediaflow.nodes.motion:MotionNode",
         "loudness": "mediaflow.nodes.loudness:LoudnessNode",
         "mqtt": "mediaflow.nodes.mqtt:MqttNode",
+        "webhook": "mediaflow.nodes.webhook:WebhookNode",
     }
 )
 BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(

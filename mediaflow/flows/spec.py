@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mediaflow.node import Node
+from mediaflow.node import Node, RetryPolicy
 
 # Node ids and port names share one shape, so "node.port" splits unambiguously
 # at the dot and ids stay usable in URLs, metric labels and queue keys.
@@ -121,6 +121,9 @@ class NodeSpec:
     """Runs on an edge box that forwards, beside the sources, on its local journal
     (``edge = true``); every other non-source node runs where the work is
     forwarded to (:mod:`mediaflow.forward`). Meaningless without forwarding."""
+    retry: RetryPolicy | None = None
+    """How the engine retries the node's failed items (its class's
+    :meth:`~mediaflow.node.Node.retry_policy`); None: the engine's settings."""
 
 
 @dataclass(frozen=True)

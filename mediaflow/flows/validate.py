@@ -19,7 +19,7 @@ from typing import Any
 from mediaflow.flows.option_types import option_misfits
 from mediaflow.flows.spec import NAME_RE, FlowProblem, NodeSpec, PortRef
 from mediaflow.media import KINDS
-from mediaflow.node import Node
+from mediaflow.node import Node, RetryPolicy
 
 # Ports that carry plain JSON values; a ``json`` input reads any of them, since
 # a number or a string is a JSON value (references are not: they are media).
@@ -100,6 +100,21 @@ def declared_ports(
     inputs = _checked_kinds(node_class, "input", raw_inputs)
     outputs = _checked_kinds(node_class, "output", raw_outputs)
     return inputs, outputs
+
+
+def retry_policy(node_class: type[Node], options: Mapping[str, Any]) -> RetryPolicy | None:
+    """The class's :meth:`~mediaflow.node.Node.retry_policy` for ``options``.
+    Raises :class:`NodeProblem` for a hook that fails or answers something else."""
+    try:
+        policy: object = node_class.retry_policy(dict(options))
+    except Exception as exc:
+        raise NodeProblem(f"{exc}") from exc
+    if policy is not None and not isinstance(policy, RetryPolicy):
+        raise NodeProblem(
+            f"{class_name(node_class)}.retry_policy() must return a RetryPolicy or None, "
+            f"got {type(policy).__name__}"
+        )
+    return policy
 
 
 def _fixed_ports(node_class: type[Node]) -> bool:

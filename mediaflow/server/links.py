@@ -12,11 +12,13 @@ server knows nothing about (no session, run record, latest value or backlog),
 :mod:`.linktoken`, so no link is stored anywhere; changing the token revokes
 them all).
 
-A link is presented three ways: ``/?link=L`` once in a browser (answered with a
+A link is presented four ways: ``/?link=L`` once in a browser (answered with a
 303 to ``/`` that sets the HttpOnly cookie ``mediaflow_link``, path ``/``, for
 the link's lifetime; SameSite=Lax, not Strict, so a link opened from a chat or
 a mail reaches the wall: the cookie only ever reads); or
-``Authorization: Link L`` from API clients; or that cookie. With
+``Authorization: Link L`` from API clients; or ``/artifacts/{digest}?link=L``
+for one artifact (a URL that carries its own access: what the webhook sink sends,
+docs/webhooks.md); or that cookie. With
 ``MEDIAFLOW_LOCK_READS=1`` and no token credential, a genuine unexpired link
 for flow F reads ONLY:
 
@@ -84,6 +86,11 @@ TIMELINE_ROUTES = frozenset(
     }
 )
 LINK_COOKIE = "mediaflow_link"
+# An artifact's URL may carry the link itself (``/artifacts/{digest}?link=L``): a
+# self-contained URL for a program that cannot set a header (a webhook's receiver
+# handing an image on to a chat). It opens that read only; the access log leaves
+# the query out (``app.SECRET_PARAMS``) and the answer is ``private`` to caches.
+ARTIFACT_PREFIX = "/artifacts/"
 MAX_BODY = 4096
 NO_STORE = {"Cache-Control": "no-store"}
 # Routes a link reads as they are (canonical patterns: no path from the request is parsed).
@@ -163,10 +170,13 @@ else:  # pragma: no cover - aiohttp < 3.14
 
 
 def presented(request: web.BaseRequest) -> str | None:
-    """The link a request carries (``Authorization: Link L``, else the cookie), if any."""
+    """The link a request carries (``Authorization: Link L``; for an artifact, a
+    ``?link=L`` in its URL; else the cookie), if any."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "link":
         return given.strip()
+    if "link" in request.query and request.path.startswith(ARTIFACT_PREFIX):
+        return request.query["link"]
     return request.cookies.get(LINK_COOKIE)
 
 
