@@ -202,13 +202,12 @@ async def test_a_connection_refused_is_retried_naming_the_url_without_secrets(
         ({}, "missing required option 'url'"),
         ({"url": "http://h/x", "max_deliveries": 0}, "max_deliveries must be at least 1"),
         ({"url": "http://h/x", "retry_base_s": 5, "retry_max_s": 1}, "retry_base_s"),
-        ({"url": "http://h/x", "ports": {"a": "pictures"}}, "unknown kinds"),
     ],
 )
 def test_bad_options_are_refused_when_the_flow_is_built(
     options: dict[str, Any], message: str
 ) -> None:
-    inputs = {"a" if "ports" in options else "event": "src.event"}
+    inputs = {"event": "src.event"}
     builder = FlowBuilder("bad").add("src", Numbers)
     builder.add("hook", "webhook", inputs=inputs, **options)
     with pytest.raises(FlowError, match=message):

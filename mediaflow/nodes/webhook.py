@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Final
 import aiohttp
 
 from mediaflow.engine.away import without_userinfo
-from mediaflow.media import KINDS, MEDIA_KINDS
+from mediaflow.media import MEDIA_KINDS
 from mediaflow.node import Context, ItemRefused, Node, RetryPolicy
 from mediaflow.nodes.webhook_payload import (
     DELIVERY_HEADER,
@@ -61,13 +61,6 @@ from mediaflow.server.settings import ServerSettings
 __all__ = ["DEFAULT_SECRET_ENV", "WebhookFailed", "WebhookNode"]
 
 DEFAULT_SECRET_ENV: Final = "MEDIAFLOW_WEBHOOK_SECRET"
-DEFAULT_PORTS: Final[Mapping[str, str]] = {
-    "event": "json",
-    "text": "text",
-    "image": "image",
-    "audio": "audio",
-    "video": "video",
-}
 MAX_DELIVERIES: Final = 100
 RETRY_BASE_S: Final = 1.0
 RETRY_MAX_S: Final = 60.0
@@ -93,13 +86,11 @@ def _policy(options: Mapping[str, Any]) -> RetryPolicy:
 class WebhookNode(Node):
     """POSTs each item (see the module doc). Options: ``url`` (required), ``secret_env``,
     ``timeout_s`` (10), ``max_deliveries`` (100), ``retry_base_s`` (1), ``retry_max_s``
-    (60), ``base_url`` (needed for media inputs), ``link_ttl_s`` (86400), ``ports`` (its
-    inputs, name -> kind; by default ``event`` json, ``text``, ``image``, ``audio``,
-    ``video``, each optional). Raises :class:`WebhookOptionError` for a bad option or a
-    ``secret_env`` that is not set."""
+    (60), ``base_url`` (needed for media inputs), ``link_ttl_s`` (86400). It takes any
+    input (:attr:`~mediaflow.node.Node.open_inputs`), of its producer's kind. Raises
+    :class:`WebhookOptionError` for a bad option or a ``secret_env`` that is not set."""
 
-    inputs: ClassVar[Mapping[str, str]] = DEFAULT_PORTS
-    optional_inputs: ClassVar[frozenset[str]] = frozenset(DEFAULT_PORTS)
+    open_inputs: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -111,7 +102,6 @@ class WebhookNode(Node):
         retry_max_s: float = RETRY_MAX_S,
         base_url: str | None = None,
         link_ttl_s: float = LINK_TTL_S,
-        ports: Mapping[str, str] | None = None,
     ) -> None:
         self.url = check_url(url)
         self.shown = shown_url(self.url)
@@ -132,22 +122,9 @@ class WebhookNode(Node):
         if isinstance(link_ttl_s, bool) or not 1 <= link_ttl_s <= 30 * 86400:
             raise WebhookOptionError(f"link_ttl_s must be 1 to 2592000 seconds, got {link_ttl_s}")
         self.link_ttl_s = float(link_ttl_s)
-        self.kinds = dict(self.ports({"ports": ports})[0])  # its inputs (the ports hook)
+        self.kinds: dict[str, str] = {}  # its inputs' kinds, from the wiring (setup)
         self._link_key: bytes | None = None
         self._session: aiohttp.ClientSession | None = None
-
-    @classmethod
-    def ports(cls, options: Mapping[str, Any]) -> tuple[Mapping[str, str], Mapping[str, str]]:
-        """The inputs ``ports`` names (every one must then be wired), else the defaults."""
-        given = options.get("ports")
-        if given is None:
-            return DEFAULT_PORTS, {}
-        if not isinstance(given, Mapping) or not given:
-            raise WebhookOptionError("ports must be a table of input name -> kind")
-        unknown = {p: k for p, k in given.items() if k not in KINDS}
-        if unknown:
-            raise WebhookOptionError(f"ports: unknown kinds {unknown} (kinds: {sorted(KINDS)})")
-        return dict(given), {}
 
     @classmethod
     def retry_policy(cls, options: Mapping[str, Any]) -> RetryPolicy:
@@ -155,8 +132,8 @@ class WebhookNode(Node):
 
     async def setup(self, ctx: Context) -> None:
         """Refuse a media input without ``base_url``; open the node's HTTP session."""
-        media = [p for p, kind in self.kinds.items() if kind in MEDIA_KINDS]
-        wired = [p for p in media if ctx.more.is_wired(p)]
+        self.kinds = {port: wire.kind for port, wire in ctx.more.wires().items()}
+        wired = [p for p, kind in self.kinds.items() if kind in MEDIA_KINDS]
         if wired and self.base_url is None:
             raise WebhookOptionError(
                 f"input {wired[0]!r} carries media: set base_url (the server's address as the"
