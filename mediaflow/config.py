@@ -59,6 +59,13 @@ class StoreSettings:
         )
 
 
+def env_secret(name: str) -> str | None:
+    """The secret in environment variable ``name`` (a flow names it, as a webhook's
+    ``secret_env``), or None when unset or empty. Never logged: the caller names the
+    variable, not its value."""
+    return os.environ.get(name) or None
+
+
 def store_url(raw: str | None, *, name: str = "MEDIAFLOW_STORE") -> str | None:
     """The service URL a store setting names, normalised (no trailing ``/``), or None
     for the local store. Pure. Raises :class:`ConfigError` naming ``name`` otherwise."""

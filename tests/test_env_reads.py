@@ -20,6 +20,7 @@ ALLOWED = {
 ALLOWED_UNDER = ("mediaflow/cli/",)
 
 READERS = {"from_env", "default_data_dir", "sqlite_sync", "env_int", "env_float", "env_bytes"}
+READERS |= {"env_secret"}
 """The functions that read the environment on a caller's behalf (config and the
 settings modules): calling one is reading the environment."""
 
@@ -28,6 +29,9 @@ READS_LEFT = {
     # save_artifact outside any flow (a script) has no process boundary: its default
     # store is the one MEDIAFLOW_DATA and MEDIAFLOW_STORE name, read when first needed.
     "mediaflow/store/current.py",
+    # The webhook's HMAC key is in the variable its flow names (secret_env): which one
+    # is known only when the flow file is read, so no settings object can carry it.
+    "mediaflow/nodes/webhook.py",
 }
 
 

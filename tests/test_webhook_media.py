@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from mediaflow import Context, FlowBuilder, FlowSession, Node
+from mediaflow.config import StoreSettings
 from mediaflow.server import ServerSettings
 from tests.connector_helpers import FAST
 from tests.http_support import serve
@@ -35,9 +37,9 @@ async def test_media_arrive_as_urls_the_receiver_can_get(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locked: bool
 ) -> None:
     monkeypatch.setenv("MEDIAFLOW_WEBHOOK_SECRET", SECRET)
-    monkeypatch.setenv("MEDIAFLOW_TOKEN", TOKEN)
-    monkeypatch.setenv("MEDIAFLOW_LOCK_READS", "1" if locked else "0")
     settings = ServerSettings(token=TOKEN, lock_reads=locked)
+    # The sink signs links with the session's token; without one its URLs are bare.
+    engine = replace(FAST, store=StoreSettings(token=TOKEN)) if locked else FAST
     async with serve(tmp_path, settings) as served, receiving(lambda n: 200) as receiver:
         flow = (
             FlowBuilder("cams")
@@ -45,7 +47,7 @@ async def test_media_arrive_as_urls_the_receiver_can_get(
             .add("hook", "webhook", inputs={"image": "cam.image"}, url=receiver.url,
                  base_url=served.url)
         )  # fmt: skip
-        async with FlowSession(flow.build(), tmp_path, settings=FAST) as session:
+        async with FlowSession(flow.build(), tmp_path, settings=engine) as session:
             await receiver.wait_for(lambda: len(receiver.delivered()) == 1)
             (body,) = receiver.delivered()
             value: dict[str, Any] = body["value"]

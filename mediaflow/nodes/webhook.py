@@ -22,21 +22,23 @@ the URL's credentials or query appear in a log line, an event or an error: those
 the URL by :func:`~.webhook_payload.shown_url`.
 
 Media references become URLs on ``base_url`` (the server's address as the receiver
-reaches it). With ``MEDIAFLOW_LOCK_READS=1`` each carries a wall link for the flow
-(signed with a key derived from ``MEDIAFLOW_TOKEN``, as ``POST /api/flows/{flow}/links``
-makes them) that lives ``link_ttl_s`` (a day) from the POST.
+reaches it). With ``MEDIAFLOW_TOKEN`` set each carries a wall link for the flow
+(signed with a key derived from it, as ``POST /api/flows/{flow}/links`` makes them)
+that lives ``link_ttl_s`` (a day) from the POST: a server whose reads are locked
+(``MEDIAFLOW_LOCK_READS=1``) opens the artifact with it, one whose reads are open
+ignores it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 import aiohttp
 
+from mediaflow.config import EngineSettings, env_secret
 from mediaflow.engine.away import without_userinfo
 from mediaflow.media import MEDIA_KINDS
 from mediaflow.node import Context, ItemRefused, Node, RetryPolicy
@@ -56,7 +58,6 @@ from mediaflow.nodes.webhook_payload import (
     verdict,
 )
 from mediaflow.server.linktoken import LinkClaims, link_key, make_link
-from mediaflow.server.settings import ServerSettings
 
 __all__ = ["DEFAULT_SECRET_ENV", "WebhookFailed", "WebhookNode"]
 
@@ -141,9 +142,7 @@ class WebhookNode(Node):
             )
         if self.secret is None:
             ctx.log.warning("%s is unset: POSTs to %s are unsigned", DEFAULT_SECRET_ENV, self.shown)
-        settings = ServerSettings.from_env()
-        if settings.lock_reads and settings.token:
-            self._link_key = link_key(settings.token)
+        self._link_key = ctx.more.shared(_link_key_of)
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             headers={"User-Agent": "mediaflow-webhook"},
@@ -224,14 +223,20 @@ class WebhookNode(Node):
             await asyncio.sleep(0)  # let the connector close its sockets
 
 
+def _link_key_of(settings: EngineSettings) -> bytes | None:
+    """The key wall links are signed with, from the session's token (None without)."""
+    token = settings.store.token
+    return None if token is None else link_key(token)
+
+
 def _secret(secret_env: str | None) -> bytes | None:
     """The HMAC key from the environment. A ``secret_env`` named explicitly must be
     set (the error names the variable, never a value); the default may be unset."""
     name = DEFAULT_SECRET_ENV if secret_env is None else secret_env
     if not isinstance(name, str) or not name.strip():
         raise WebhookOptionError("secret_env must name an environment variable")
-    value = os.environ.get(name, "")
-    if value:
+    value = env_secret(name)
+    if value is not None:
         return value.encode()
     if secret_env is not None:
         raise WebhookOptionError(
