@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 FIRST_PAUSE_S = 0.001
 LONGEST_PAUSE_S = 0.05
@@ -44,3 +46,33 @@ def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, LONGEST_PAUSE_S)
+
+
+JOURNAL_SIZE_LIMIT = 4 << 20  # the WAL file is truncated back to this after a checkpoint
+
+
+def connect_shared(
+    path: Path, busy_timeout_ms: int, migrate: Callable[[sqlite3.Connection], None]
+) -> sqlite3.Connection:
+    """A connection to ``path`` for one object shared by threads under its own lock
+    (``check_same_thread`` off, autocommit): WAL mode (:func:`enable_wal`),
+    ``synchronous = NORMAL`` (a power cut may lose the last commits but never
+    corrupts), a bounded WAL file, and ``migrate(conn)`` run inside ``BEGIN IMMEDIATE``
+    so processes opening a fresh file together migrate it in turn. Closed again if
+    any of that raises."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        enable_wal(conn, busy_timeout_ms / 1000)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+        conn.execute("BEGIN IMMEDIATE")
+        migrate(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.close()
+        raise
+    return conn

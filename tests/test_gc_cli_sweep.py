@@ -215,7 +215,7 @@ class Tty(io.StringIO):
 def test_the_progress_line_is_throttled_and_rewrites_itself_on_a_terminal() -> None:
     clock = FakeClock(100.0)
     tty = Tty()
-    line = cli_gc.ProgressLine(tty, enabled=True, every_s=1.0, clock=clock)
+    line = cli_gc.sweep_progress(tty, enabled=True, every_s=1.0, clock=clock)
     line(SweepProgress("collect", 10, 0))  # too soon after the start
     clock.advance(1.0)
     line(SweepProgress("collect", 2000, 3_500_000))
@@ -229,7 +229,7 @@ def test_the_progress_line_is_throttled_and_rewrites_itself_on_a_terminal() -> N
         "\rmediaflow gc: evicting under the cap: 12 done, 5.0 MB freed so far (2 s)\x1b[K\n"
     )
     log = io.StringIO()
-    plain = cli_gc.ProgressLine(log, enabled=True, every_s=1.0, clock=clock)
+    plain = cli_gc.sweep_progress(log, enabled=True, every_s=1.0, clock=clock)
     clock.advance(1.0)
     plain(SweepProgress("live", 5, 0))
     plain.finish()
@@ -237,7 +237,7 @@ def test_the_progress_line_is_throttled_and_rewrites_itself_on_a_terminal() -> N
         log.getvalue() == "mediaflow gc: reading live references: 5 done, 0 B freed so far (1 s)\n"
     )
     quiet = io.StringIO()
-    off = cli_gc.ProgressLine(quiet, enabled=False, clock=clock)
+    off = cli_gc.sweep_progress(quiet, enabled=False, clock=clock)
     clock.advance(5.0)
     off(SweepProgress("live", 5, 0))
     off.finish()

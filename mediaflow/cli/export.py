@@ -17,14 +17,14 @@ import argparse
 import logging
 import sqlite3
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import av.error
 
 from mediaflow.cli.args import add_data_option
+from mediaflow.cli.progress import ProgressLine, is_terminal
 from mediaflow.config import ConfigError, default_data_dir, env_float
 from mediaflow.store import ArtifactStore
 from mediaflow.timeline import TimelineIndex, times
@@ -42,7 +42,6 @@ from mediaflow.timeline.times import iso
 log = logging.getLogger("mediaflow.export")
 
 COMMAND = "export"
-PROGRESS_EVERY_S = 1.0
 
 
 class BadInput(Exception):
@@ -79,7 +78,8 @@ def parse_time(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     """Export; returns the exit code. Blocks for the export."""
-    progress = ProgressLine(sys.stderr, enabled=not args.quiet and (args.verbose > 0 or _tty()))
+    enabled = not args.quiet and (args.verbose > 0 or is_terminal(sys.stderr))
+    progress = ProgressLine(sys.stderr, describe_progress, enabled=enabled)
     try:
         result = export(args, progress)
     except (BadInput, ExportError, ConfigError) as exc:
@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def export(args: argparse.Namespace, progress: ProgressLine | None = None) -> ExportResult:
+def export(
+    args: argparse.Namespace, progress: ProgressLine[ExportProgress] | None = None
+) -> ExportResult:
     """The command's work; raises :class:`BadInput` and the export's errors."""
     start, end = parse_time(args.start), parse_time(args.end)
     data_dir: Path = args.data or default_data_dir()
@@ -138,41 +140,10 @@ def describe(result: ExportResult) -> str:
     return "\n".join(lines)
 
 
-class ProgressLine:
-    """The export's progress callback: at most one line a second on ``stream``
-    (rewritten in place on a terminal)."""
-
-    def __init__(self, stream: TextIO, *, enabled: bool, every_s: float = PROGRESS_EVERY_S):
-        self.stream = stream
-        self.enabled = enabled
-        self.every_s = every_s
-        self._tty = _tty(stream)
-        self._started = self._last = time.monotonic()
-        self._shown = False
-
-    def __call__(self, progress: ExportProgress) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self._last < self.every_s:
-            return
-        self._last = now
-        share = progress.done_s / progress.total_s if progress.total_s else 1.0
-        line = (
-            f"mediaflow export: {share:.0%} ({progress.done_s:.0f} of {progress.total_s:.0f} s,"
-            f" clip {progress.clips_done} of {progress.clips}, {now - self._started:.0f} s)"
-        )
-        self.stream.write(f"\r{line}\x1b[K" if self._tty else line + "\n")
-        self.stream.flush()
-        self._shown = True
-
-    def finish(self) -> None:
-        if self._shown and self._tty:
-            self.stream.write("\n")
-            self.stream.flush()
-        self._shown = False
-
-
-def _tty(stream: TextIO | None = None) -> bool:
-    try:
-        return (stream or sys.stderr).isatty()
-    except (AttributeError, ValueError):
-        return False
+def describe_progress(progress: ExportProgress) -> str:
+    """``mediaflow export: 50% (60 of 120 s, clip 3 of 12)``."""
+    share = progress.done_s / progress.total_s if progress.total_s else 1.0
+    return (
+        f"mediaflow export: {share:.0%} ({progress.done_s:.0f} of {progress.total_s:.0f} s,"
+        f" clip {progress.clips_done} of {progress.clips})"
+    )

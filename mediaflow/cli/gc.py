@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from mediaflow.cli.args import add_data_option
 from mediaflow.cli.loop import run_command
+from mediaflow.cli.progress import ProgressLine, is_terminal
 from mediaflow.config import ConfigError, default_data_dir, sqlite_sync
 from mediaflow.gc import (
     GcSettings,
@@ -117,11 +118,8 @@ async def _gc(args: argparse.Namespace) -> int:
             forgot = await forget_flow(
                 data_dir, queue, args.forget_flow, lease_s=settings.lease_ms / 1000
             )
-        progress = ProgressLine(
-            sys.stderr,
-            enabled=not args.quiet and (args.verbose > 0 or _isatty(sys.stderr)),
-            every_s=PROGRESS_EVERY_S,
-        )
+        enabled = not args.quiet and (args.verbose > 0 or is_terminal(sys.stderr))
+        progress = sweep_progress(sys.stderr, enabled=enabled, every_s=PROGRESS_EVERY_S)
         try:
             report = await sweep_artifacts(
                 data_dir,
@@ -242,50 +240,21 @@ def describe_event(event_type: str, data: Mapping[str, Any]) -> str:
     return event_type
 
 
-class ProgressLine:
-    """``sweep_artifacts``' progress callback: at most one line a second on ``stream``.
-
-    On a terminal the line rewrites itself; elsewhere (``-v`` into a log) each is a
-    line of its own. :meth:`finish` ends the line once the sweep is over.
-    """
-
-    def __init__(
-        self,
-        stream: TextIO,
-        *,
-        enabled: bool,
-        every_s: float = PROGRESS_EVERY_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self.every_s = every_s
-        self._clock = clock
-        self._tty = _isatty(stream)
-        self._started = clock()
-        self._last = self._started
-        self._shown = False
-
-    def __call__(self, progress: SweepProgress) -> None:
-        if not self.enabled:
-            return
-        now = self._clock()
-        if now - self._last < self.every_s:
-            return
-        self._last = now
-        line = f"mediaflow gc: {describe_progress(progress)} ({now - self._started:.0f} s)"
-        if self._tty:
-            self.stream.write(f"\r{line}\x1b[K")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-        self._shown = True
-
-    def finish(self) -> None:
-        if self._shown and self._tty:
-            self.stream.write("\n")
-            self.stream.flush()
-        self._shown = False
+def sweep_progress(
+    stream: TextIO,
+    *,
+    enabled: bool,
+    every_s: float = PROGRESS_EVERY_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> ProgressLine[SweepProgress]:
+    """``sweep_artifacts``' progress callback (:class:`~.progress.ProgressLine`)."""
+    return ProgressLine(
+        stream,
+        lambda progress: f"mediaflow gc: {describe_progress(progress)}",
+        enabled=enabled,
+        every_s=every_s,
+        clock=clock,
+    )
 
 
 PHASES = {
@@ -302,10 +271,3 @@ def describe_progress(progress: SweepProgress) -> str:
         f"{PHASES.get(progress.phase, progress.phase)}: {progress.done:,} done, "
         f"{format_bytes(progress.freed_bytes)} freed so far"
     )
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False

@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mediaflow.sqlite_wal import enable_wal
+from mediaflow.sqlite_wal import connect_shared
 from mediaflow.store.errors import StoreFull
 from mediaflow.store.schema import migrate
 
 BUSY_TIMEOUT_MS = 30_000
-# A checkpointed WAL is cut back to this size instead of staying at its peak.
-JOURNAL_SIZE_LIMIT = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -104,29 +102,11 @@ class Metadata:
         self._lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
-        """The connection, opened and migrated on first use. Caller holds the lock."""
+        """The connection, opened and migrated on first use. Caller holds the lock.
+        Artifact files are fsynced, and a row a power cut lost is rebuilt by the next
+        save: ``synchronous = NORMAL`` is enough here."""
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,  # shared by worker threads under self._lock
-            )
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                enable_wal(conn, BUSY_TIMEOUT_MS / 1000)
-                # NORMAL in WAL mode: a power cut may lose the last commits but never corrupts;
-                # artifact files are fsynced, and a missing row is rebuilt by the next save.
-                conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-                conn.execute("BEGIN IMMEDIATE")  # processes starting together migrate in turn
-                migrate(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = connect_shared(self.path, BUSY_TIMEOUT_MS, migrate)
         return self._conn
 
     def _run(self, sql: str, params: tuple[object, ...] = ()) -> _Result:

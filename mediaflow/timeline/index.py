@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mediaflow.media import MediaRef
-from mediaflow.sqlite_wal import enable_wal
+from mediaflow.sqlite_wal import connect_shared
 from mediaflow.timeline.events import TimelineEvent
 
 FILE_NAME: Final = "timeline.sqlite3"
@@ -109,30 +109,19 @@ class TimelineIndex:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,  # shared under self._lock
-            )
-            try:
-                enable_wal(conn, BUSY_TIMEOUT_MS / 1000)
-                conn.execute("PRAGMA synchronous = NORMAL")
-                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-                if version > SCHEMA_VERSION:
-                    raise sqlite3.DatabaseError(
-                        f"{self.path} has schema version {version}; this mediaflow reads up"
-                        f" to {SCHEMA_VERSION}: upgrade mediaflow"
-                    )
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = connect_shared(self.path, BUSY_TIMEOUT_MS, self._migrate)
         return self._conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"{self.path} has schema version {version}; this mediaflow reads up"
+                f" to {SCHEMA_VERSION}: upgrade mediaflow"
+            )
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _execute(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         with self._lock:
