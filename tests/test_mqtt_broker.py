@@ -23,6 +23,7 @@ from tests.connector_helpers import FAST
 from tests.ha_discovery_schema import problems
 from tests.mqtt_broker import Mosquitto
 from tests.redis_server import HOST
+from tests.test_motion import scene
 
 DEMO = Path(__file__).resolve().parents[1] / "mediaflow" / "demo"
 SINE = "sin(2*PI*440*t)"
@@ -98,6 +99,8 @@ async def test_events_transcripts_snapshots_and_discovery_arrive(
     flow = (
         FlowBuilder("home")
         .add("cam", "camera", device="lavfi:testsrc2=size=160x120:rate=5:d=1", fps=5)
+        .add("door", "camera", device=scene("between(t,2,4)", 8), fps=10, realtime=False)
+        .add("moves", "motion", inputs={"image": "door.image"})
         .add("mic", "microphone", device=f"file:{DEMO / 'speech' / 'commands.wav'}", realtime=False)
         .add("loud", "loudness", threshold_db=-35, inputs={"audio": "mic.audio"})
         .add(
@@ -111,7 +114,12 @@ async def test_events_transcripts_snapshots_and_discovery_arrive(
             "mqtt",
             url=mosquitto.url,
             discovery=True,
-            inputs={"pic": "cam.image", "sound": "loud.event", "words": "asr.text"},
+            inputs={
+                "pic": "cam.image",
+                "sound": "loud.event",
+                "words": "asr.text",
+                "moved": "moves.event",
+            },
         )
     )
     async with Collector(mosquitto.port) as seen:
@@ -119,6 +127,9 @@ async def test_events_transcripts_snapshots_and_discovery_arrive(
         await session.start()
         try:
             assert await asyncio.wait_for(session.wait(until_idle=True), 60) == "idle"
+            moved = seen.json_on("mediaflow/home/moves/event")
+            assert [m["value"]["phase"] for m in moved] == ["start", "end"]  # one appearance
+            assert all(m["value"]["type"] == "motion" for m in moved)
             events = seen.json_on("mediaflow/home/loud/event")
             texts = seen.json_on("mediaflow/home/asr/text")
             assert events and texts
@@ -155,6 +166,7 @@ async def check_discovery(port: int) -> None:
     configs = await retained(port, "homeassistant/#")
     assert sorted(configs) == [
         "homeassistant/binary_sensor/mediaflow_home/loud_event/config",
+        "homeassistant/binary_sensor/mediaflow_home/moves_event/config",
         "homeassistant/camera/mediaflow_home/cam_image/config",
         "homeassistant/sensor/mediaflow_home/asr_text/config",
         "homeassistant/switch/mediaflow_home/enabled/config",
