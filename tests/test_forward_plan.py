@@ -24,6 +24,7 @@ from mediaflow.forward.plan import (
     read_cursors,
     shared_items,
     step_while_down,
+    uploads_to_forget,
 )
 from mediaflow.forward.settings import ForwardSettings
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem
@@ -90,6 +91,14 @@ def test_an_idle_forwarder_waits_long_unless_the_newest_values_are_due() -> None
     assert idle_wait(10.0, latest_at=9.99, latest_skipped=False) == IDLE_WAIT_S
     assert idle_wait(10.0, latest_at=9.9, latest_skipped=True) == pytest.approx(0.15)
     assert idle_wait(10.0, latest_at=5.0, latest_skipped=True) == 0.0
+
+
+def test_uploads_are_remembered_a_minute_and_at_most_ten_thousand() -> None:
+    uploaded = {f"d{n}": float(n) for n in range(100)}  # one a second, oldest first
+    assert uploads_to_forget(uploaded, 100.0) == 41  # taken 60 s ago or more
+    assert uploads_to_forget(uploaded, 50.0) == 0
+    many = {f"d{n}": 0.0 for n in range(10_005)}
+    assert uploads_to_forget(many, 1.0) == 5
 
 
 def test_the_budget_lets_a_second_through_then_paces() -> None:

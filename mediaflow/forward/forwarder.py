@@ -48,6 +48,7 @@ from mediaflow.forward.plan import (
     ref_of,
     shared_items,
     step_while_down,
+    uploads_to_forget,
 )
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.queue.contract import (
@@ -59,7 +60,7 @@ from mediaflow.queue.contract import (
     WorkItem,
 )
 from mediaflow.store import ArtifactStore, RemoteStoreError, StoreUnreachable
-from mediaflow.store.remote import REMEMBER_MAX, REMEMBER_S
+from mediaflow.store.remote import REMEMBER_S
 from mediaflow.store.service import ServiceClient
 
 log = logging.getLogger("mediaflow.forward")
@@ -157,7 +158,8 @@ class Forwarder:
         self._budget = RateBudget(max_bps) if max_bps else None
         self._touch_every_s = lease_ms / 3000
         self._cursors: dict[str, int] | None = None  # read from the shared queue when it answers
-        # digest -> when the service last took it, least recently sent first (bounded)
+        # digest -> when the service last took it, least recently sent first: at most
+        # REMEMBER_MAX, none older than REMEMBER_S
         self._uploaded: OrderedDict[str, float] = OrderedDict()
         self._sent_latest: dict[tuple[str, str], Any] = {}
         self._latest_at = 0.0
@@ -298,9 +300,10 @@ class Forwarder:
                 self._uploads.put(ref.digest, body, info.size, info.media_type)
 
         await asyncio.to_thread(put)
-        self._uploaded[ref.digest] = time.monotonic()
+        now = time.monotonic()
+        self._uploaded[ref.digest] = now
         self._uploaded.move_to_end(ref.digest)
-        while len(self._uploaded) > REMEMBER_MAX:
+        for _ in range(uploads_to_forget(self._uploaded, now)):
             self._uploaded.popitem(last=False)
         self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + info.size)
         return True

@@ -16,6 +16,7 @@ from typing import Any, Final, TypeAlias
 
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.queue.contract import NewItem, StreamKey, WorkItem
+from mediaflow.store.remote import REMEMBER_MAX, REMEMBER_S
 
 CURSOR_NODE: Final = "~forwarded"
 """The node name cursors are stored under among a flow's latest values; no
@@ -160,6 +161,20 @@ def idle_wait(now: float, latest_at: float, latest_skipped: bool) -> float:
     if latest_skipped:
         return min(IDLE_WAIT_S, max(0.0, latest_at + LATEST_EVERY_S - now))
     return IDLE_WAIT_S
+
+
+def uploads_to_forget(uploaded: Mapping[str, float], now: float) -> int:
+    """How many of the oldest of ``uploaded`` (digest -> when the service took it,
+    oldest first) to forget: beyond :data:`REMEMBER_MAX`, and every one older than
+    :data:`REMEMBER_S`, which no longer spares an upload. Bounded by age too, a
+    box forwarding 15 items a second holds a minute of digests, not 10,000 (~3 MiB)."""
+    excess = max(0, len(uploaded) - REMEMBER_MAX)
+    forget = 0
+    for at in uploaded.values():
+        if forget >= excess and now - at < REMEMBER_S:
+            break
+        forget += 1
+    return forget
 
 
 @dataclass

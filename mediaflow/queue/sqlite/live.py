@@ -98,6 +98,7 @@ class LiveDigestReader:
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
         )
         try:
+            self._conn.execute(sql.SCAN_CACHE)
             self._conn.execute("BEGIN")  # deferred: the first SELECT fixes the snapshot
         except BaseException:
             self._conn.close()

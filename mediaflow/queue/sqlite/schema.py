@@ -120,6 +120,12 @@ CREATE TABLE IF NOT EXISTS members (
 ) WITHOUT ROWID;
 """
 
+SCAN_CACHE: Final = "PRAGMA cache_size = -128"
+"""The page cache (128 KiB) of a connection opened for one pass over the items (the
+sweep's live digests, an edge box's backlog bytes): a pass reads each page once,
+and SQLite's default of 2 MiB a connection let a journal grown through an outage
+leave each worker thread's allocator holding as much as the last pass read."""
+
 PUT_LATEST: Final = (
     "INSERT INTO latest (flow, node, port, value) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (flow, node, port) DO UPDATE SET value = excluded.value"

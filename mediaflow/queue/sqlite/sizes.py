@@ -3,7 +3,8 @@ box's forward backlog in bytes (:mod:`mediaflow.forward`).
 
 Read on a read-only connection of its own, in the caller's thread: it scans the
 streams' items (a few ms per 10,000), which must not hold the queue's own
-connection, or the event loop, that long.
+connection, or the event loop, that long, with a small page cache
+(:data:`~mediaflow.queue.sqlite.schema.SCAN_CACHE`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from mediaflow.queue.items import StreamKey
-from mediaflow.queue.sqlite.schema import span
+from mediaflow.queue.sqlite.schema import SCAN_CACHE, span
 
 STREAM_ID: Final = "SELECT id FROM streams WHERE flow = ? AND node = ?"
 # A value that is a reference is stored as {"$ref": {..., "size": N}}.
@@ -29,6 +30,7 @@ def waiting_bytes(path: Path, streams: Iterable[StreamKey], timeout_s: float) ->
     artifact two items reference counts twice). Blocking; raises ``sqlite3.Error``."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s)
     try:
+        conn.execute(SCAN_CACHE)
         total = 0
         for stream in streams:
             row = conn.execute(STREAM_ID, (stream.flow, stream.node)).fetchone()
