@@ -130,6 +130,7 @@ async def test_events_transcripts_snapshots_and_discovery_arrive(
             moved = seen.json_on("mediaflow/home/moves/event")
             assert [m["value"]["phase"] for m in moved] == ["start", "end"]  # one appearance
             assert all(m["value"]["type"] == "motion" for m in moved)
+            assert seen.on("mediaflow/home/moves/event/state") == [b"ON", b"OFF"]
             events = seen.json_on("mediaflow/home/loud/event")
             texts = seen.json_on("mediaflow/home/asr/text")
             assert events and texts
@@ -227,7 +228,7 @@ async def test_the_broker_stopped_mid_stream_loses_nothing(
     values = [
         (json.loads(bytes(m.payload)), dup)  # type: ignore[arg-type]
         for m, dup in zip(seen.messages, seen.dup, strict=True)
-        if m.topic.value.startswith("mediaflow/home/loud/")
+        if m.topic.value in ("mediaflow/home/loud/event", "mediaflow/home/loud/level")
     ]
     first_seen: dict[int, dict[str, Any]] = {}
     for value, dup in values:
@@ -243,6 +244,7 @@ async def test_the_broker_stopped_mid_stream_loses_nothing(
     assert len(levels) == 60
     phases = [v["value"]["phase"] for v in first_seen.values() if v["port"] == "event"]
     assert phases == ["start", "end"] * 10
+    assert seen.on("mediaflow/home/loud/event/state")[-1] == b"OFF"  # all ended
     kinds = [e.type for e in bus.recent(0)]
     assert "cascade_dropped" not in kinds
     retries = [e.data for e in bus.recent(0) if e.type == "cascade_retry"]

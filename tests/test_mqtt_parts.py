@@ -18,6 +18,7 @@ from mediaflow.nodes.mqtt import MqttNode
 from mediaflow.nodes.mqtt_discovery import config_topic, entity_configs
 from mediaflow.nodes.mqtt_link import BrokerAway
 from mediaflow.nodes.mqtt_topics import (
+    Activity,
     Message,
     MqttOptionError,
     Snapshot,
@@ -219,3 +220,20 @@ def test_the_home_sample_loads() -> None:
         "sound": "json",
     }
     assert spec.nodes["mqtt"].options["discovery"] is True
+
+
+def test_a_port_is_active_until_its_last_event_ends() -> None:
+    """Two zones' events of one motion node: OFF only once both ended; a redelivered
+    start or end changes nothing; what is no event has no state."""
+    activity = Activity()
+
+    def event(phase: str, zone: str, start: float) -> dict[str, object]:
+        return {"type": "motion", "phase": phase, "source": "cam", "zone": zone, "start": start}
+
+    assert activity.after(event("start", "door", 1.0)) == b"ON"
+    assert activity.after(event("start", "gate", 1.5)) == b"ON"
+    assert activity.after(event("end", "door", 1.0)) == b"ON"  # the gate still moves
+    assert activity.after(event("end", "door", 1.0)) == b"ON"  # again: nothing changes
+    assert activity.after(event("end", "gate", 1.5)) == b"OFF"
+    assert activity.after(event("end", "gate", 1.5)) == b"OFF"
+    assert activity.after({"phase": "later"}) is None and activity.after(3.0) is None

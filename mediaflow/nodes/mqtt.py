@@ -35,11 +35,12 @@ import aiomqtt
 
 from mediaflow.engine.operate import FlowStateError
 from mediaflow.node import Context, Node, Wire
-from mediaflow.nodes.mqtt_discovery import config_topic, entity_configs
+from mediaflow.nodes.mqtt_discovery import EVENT_CLASSES, config_topic, entity_configs
 from mediaflow.nodes.mqtt_link import BrokerAway, MqttLink
 from mediaflow.nodes.mqtt_topics import (
     OFFLINE,
     ONLINE,
+    Activity,
     Message,
     MqttOptionError,
     Snapshot,
@@ -110,6 +111,7 @@ class MqttNode(Node):
         self._sent_unacked: str | None = None  # entry id of a publish that may have landed
         self._status: str | None = None  # the status last published
         self._watch: asyncio.Task[None] | None = None
+        self._activity: dict[tuple[str, str], Activity] = {}  # per upstream event port
 
     async def setup(self, ctx: Context) -> None:
         """Connect (a broker away is waited for; one that refuses raises
@@ -212,6 +214,10 @@ class MqttNode(Node):
                 self._sent_unacked = entry
             raise
         self._sent_unacked = None
+        if wire.builtin in EVENT_CLASSES and wire.port == "event":
+            state = self._activity.setdefault((wire.node, wire.port), Activity()).after(value)
+            if state is not None:  # retained: a binary sensor's state, all zones together
+                await link.publish(Message(topics.state(wire.node, wire.port), state, True), 1)
 
     async def teardown(self) -> None:
         """``offline`` on the availability topic, then disconnect."""

@@ -79,8 +79,7 @@ def entity_configs(
         elif wire.builtin in EVENT_CLASSES and wire.port == "event":
             config = _common(topics, f"{wire.node} {wire.builtin}", unique, device, qos)
             config.update(
-                state_topic=topics.value(wire.node, wire.port),
-                value_template="{{ 'ON' if value_json.value.phase == 'start' else 'OFF' }}",
+                state_topic=topics.state(wire.node, wire.port),
                 payload_on="ON",
                 payload_off="OFF",
                 device_class=EVENT_CLASSES[wire.builtin],

@@ -8,6 +8,9 @@ Topics, under ``topic_prefix`` (``mediaflow``) and the flow's name:
   :func:`envelope`: ``{"flow", "node", "port", "seq", "redelivery", "value"}``.
 - ``<prefix>/<flow>/<node>/snapshot``: an ``image`` value as its own bytes (a JPEG
   from a camera), retained, so a subscriber sees the newest frame at once.
+- ``<prefix>/<flow>/<node>/event/state``: for a motion or loudness node's events,
+  ``ON`` while any of its events lasts (one per zone) and ``OFF`` once all ended,
+  retained (:class:`Activity`): what a binary sensor shows.
 - ``<prefix>/<flow>/availability``: ``online`` / ``offline``, retained; ``offline``
   is also the connection's last will.
 - ``<prefix>/<flow>/status``: ``running``, ``paused``, ``disabled`` or ``stopping``,
@@ -120,6 +123,29 @@ class Topics:
 
     def snapshot(self, node: str) -> str:
         return f"{self.base}/{node}/snapshot"
+
+    def state(self, node: str, port: str) -> str:
+        return f"{self.base}/{node}/{port}/state"
+
+
+class Activity:
+    """Whether any event of one port lasts: its events start and end one by one
+    (a motion node's, one per zone), and the port is ``ON`` until the last has ended.
+    Noting the same start or end again (a redelivery) changes nothing. Pure."""
+
+    def __init__(self) -> None:
+        self._lasting: set[tuple[Any, ...]] = set()
+
+    def after(self, value: Any) -> bytes | None:
+        """The state after event ``value``, or None for a value that is no event."""
+        if not isinstance(value, dict) or value.get("phase") not in ("start", "end"):
+            return None
+        key = tuple(value.get(field) for field in ("type", "source", "zone", "start"))
+        if value["phase"] == "start":
+            self._lasting.add(key)
+        else:
+            self._lasting.discard(key)
+        return b"ON" if self._lasting else b"OFF"
 
 
 @dataclass(frozen=True)
