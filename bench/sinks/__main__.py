@@ -1,0 +1,5 @@
+"""``python -m bench.sinks [flags]``: runs :func:`bench.sinks.main.main`."""
+
+from bench.sinks.main import main
+
+raise SystemExit(main())
