@@ -33,6 +33,9 @@ LEFT: dict[tuple[str, str], str] = {
     ("bench/record/main.py", "connectors"): "a microbenchmark of the recorder's mux "
     "against ffmpeg on the same segments, which no public name isolates",
     ("bench/record/main.py", "mediaflow.nodes"): "the recorder's mux (as above)",
+    ("bench/timeline/motion.py", "mediaflow.nodes"): "the motion node's analysis per "
+    "frame (decode to grey, background, zones) against ffmpeg's decode of the same "
+    "JPEGs, which no public name or flow isolates",
     **{
         (f"bench/speech/{name}.py", "mediaflow.nodes"): "the bare recogniser (the "
         "pipeline's peer) is mediaflow's own pocketsphinx and Whisper wrapper with the "
