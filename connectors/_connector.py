@@ -23,8 +23,8 @@ from connectors._together import run_together
 from connectors._video import VideoRun
 from connectors._video_request import VideoOptions, VideoRequest
 from devices import AudioInput, PacketInput, VideoInput
+from devices.redact import public_url
 from mediaflow import Context, Node
-from mediaflow.redact import public_url
 
 VIDEO_PORTS: Mapping[str, str] = {"image": "image", "video": "video"}
 AUDIO_PORTS: Mapping[str, str] = {"audio": "audio"}

@@ -29,8 +29,8 @@ from devices import (
     url_timeout,
 )
 from devices.audio_input import AudioInfo, DecodedAudioSource
+from devices.redact import public_url
 from devices.stream_reading import unreachable
-from mediaflow.redact import public_url
 
 MEDIA = ("video", "audio", "both")
 LIVE_BUFFER_CHUNKS = 50  # ~5 s of 100 ms chunks before the oldest is dropped

@@ -24,9 +24,9 @@ from av.container.input import InputContainer
 
 from devices.codecs import audio_plan, copies_video
 from devices.errors import DeviceNotFound
+from devices.redact import public_url, scrub
 from devices.stream_reading import unreachable
 from devices.video_spec import NETWORK_TIMEOUT_S, SourceKind, VideoSource, parse_video_spec
-from mediaflow.redact import public_url, scrub
 
 #: Keyframes each video stream shows before listening stops: two gaps for a median.
 KEYFRAMES_WANTED = 3

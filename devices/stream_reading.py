@@ -19,8 +19,8 @@ import av.error
 
 from devices.bridge import FrameBridge
 from devices.errors import CredentialsRefused, DeviceLost, DeviceNotFound
+from devices.redact import public_url, scrub, secrets_of
 from devices.video_spec import ENDLESS_KINDS, SourceKind
-from mediaflow.redact import public_url, scrub, secrets_of
 
 RETRY_SLEEP_S = 0.01  # after EAGAIN from a non-blocking device read
 # A read that failed after this share of the read timeout without a packet timed out.

@@ -34,6 +34,7 @@ from devices.cameras import CameraInfo, list_cameras
 from devices.errors import DeviceLost, DeviceNotFound
 from devices.pacing import Pacer
 from devices.packet_input import PacketInput
+from devices.redact import public_url
 from devices.stream_reading import demux_or_lost, unreachable
 from devices.threaded import ThreadedInput
 from devices.video_info import DemuxSource, video_info
@@ -44,7 +45,6 @@ from devices.video_spec import (
     VideoSource,
     parse_video_spec,
 )
-from mediaflow.redact import public_url
 
 PTS_TOLERANCE_S = 1e-6
 

@@ -15,6 +15,7 @@ from connectors._timeline import Epoch
 from devices import CapturedPacket, CredentialsRefused, DeviceNotFound
 from devices.capture_clock import BurstHold, CaptureClock
 from devices.packet_input import _Timing
+from devices.redact import public_url, scrub
 from devices.stream_reading import StreamError, clean_error, unreachable
 from mediaflow.live.h264 import (
     BitstreamError,
@@ -23,7 +24,6 @@ from mediaflow.live.h264 import (
     is_annexb,
     split_annexb,
 )
-from mediaflow.redact import public_url, scrub
 
 EPOCH = Epoch(0, 0.0, None)
 SECRET_URL = "rtsp://admin:s3cr%40t@127.0.0.1:8554/cam"

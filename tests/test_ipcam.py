@@ -18,10 +18,10 @@ import pytest
 from connectors import CameraConnector
 from connectors._copy_run import PacketRun
 from devices import CredentialsRefused
+from devices.redact import public_url
 from mediaflow import FlowBuilder, FlowSession, cli
 from mediaflow.engine.events import Event
 from mediaflow.live.hub import LiveHub
-from mediaflow.redact import public_url
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.connector_helpers import FAST, FlowResult, MediaSink, run_flow, sink_has
 from tests.copy_helpers import find_run, h264_slices, stream_facts
