@@ -20,11 +20,13 @@ async def main(url: str, token: str) -> None:
     pc.addTrack(MediaPlayer("sine=frequency=440:sample_rate=48000", format="lavfi").audio)
     await pc.setLocalDescription(await pc.createOffer())
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/sdp"}
-    async with aiohttp.ClientSession() as http:
-        async with http.post(url, data=pc.localDescription.sdp, headers=headers) as answer:
-            if answer.status != 201:
-                raise SystemExit(f"{answer.status}: {await answer.text()}")
-            sdp, location = await answer.text(), answer.headers["Location"]
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, data=pc.localDescription.sdp, headers=headers) as answer,
+    ):
+        if answer.status != 201:
+            raise SystemExit(f"{answer.status}: {await answer.text()}")
+        sdp, location = await answer.text(), answer.headers["Location"]
     await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="answer"))
     print("published", location, flush=True)
     await asyncio.Event().wait()
