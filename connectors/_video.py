@@ -33,7 +33,8 @@ from connectors._video_ports import (
     VideoPortsRun,
     lane_capacity,
 )
-from devices import CapturedFrame, VideoInput
+from devices import CapturedFrame
+from devices.video_input import DecodedVideo
 
 # How long a lane's hand-off may hold frames, queued or being encoded, before the
 # capture edge skips. A stall shorter than this (another thread holding the GIL, a
@@ -75,18 +76,22 @@ class JpegWork:
         return []
 
 
-class VideoRun(VideoPortsRun[VideoInput]):
+class VideoRun(VideoPortsRun[DecodedVideo]):
     """One run of a decoded video source: capture loop, two lanes, two emitters."""
 
     # Set by run(); a run is used once.
     _pacer: JpegPacer | None = None
     _capture_dropped = 0  # frames the device bridges of closed inputs dropped
-    _open_input: VideoInput | None = None
+    _open_input: DecodedVideo | None = None
     _jpeg_lane: EncodeLane[JpegJob, EncodedJpeg] | None = None
     _segment_lane: EncodeLane[SegmentJob, EncodedSegment] | None = None
 
     async def run(
-        self, first: VideoInput, *, policy: Reconnect, reopen: Callable[[], Awaitable[VideoInput]]
+        self,
+        first: DecodedVideo,
+        *,
+        policy: Reconnect,
+        reopen: Callable[[], Awaitable[DecodedVideo]],
     ) -> None:
         """Emit until the source ends (a file) or the flow stops. Raises the source's
         or an encoder's error."""
@@ -155,7 +160,7 @@ class VideoRun(VideoPortsRun[VideoInput]):
             "skipped": self.skipped(),
         }
 
-    async def consume(self, source: VideoInput) -> None:
+    async def consume(self, source: DecodedVideo) -> None:
         self._open_input = source
         epoch: Epoch | None = None
         interval = 1.0 / (source.info.fps or DEFAULT_FPS)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import av
 import av.error
@@ -37,7 +38,7 @@ from devices.packet_input import PacketInput
 from devices.redact import public_url
 from devices.stream_reading import demux_or_lost, unreachable
 from devices.threaded import ThreadedInput
-from devices.video_info import DemuxSource, video_info
+from devices.video_info import DemuxSource, VideoInfo, video_info
 from devices.video_spec import (
     LIVE_KINDS,
     NETWORK_TIMEOUT_S,
@@ -76,6 +77,20 @@ class VideoStatistics:
     produced: int
     decode_errors: int
     bridge: BridgeStatistics
+
+
+class DecodedVideo(Protocol):
+    """What a decoding video run reads: a :class:`VideoInput`, or a WebRTC publisher's
+    track (:class:`~devices.track_input.TrackVideoInput`)."""
+
+    @property
+    def info(self) -> VideoInfo: ...
+
+    def statistics(self) -> VideoStatistics: ...
+
+    def __aiter__(self) -> AsyncIterator[CapturedFrame]: ...
+
+    async def aclose(self) -> None: ...
 
 
 def open_video(

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-SourceKind = Literal["v4l2", "avfoundation", "dshow", "lavfi", "file", "url"]
+SourceKind = Literal["v4l2", "avfoundation", "dshow", "lavfi", "file", "url", "webrtc"]
 
 #: Kinds whose frames come at the device's pace and cannot be paused.
 LIVE_KINDS: frozenset[str] = frozenset({"v4l2", "avfoundation", "dshow", "url"})

@@ -65,6 +65,8 @@ schemathesis.serializer.alias(
     [t for t in UPLOAD_TYPES if t not in ("application/octet-stream", "text/plain")],
     "application/octet-stream",
 )
+# A WHIP offer is SDP: text.
+schemathesis.serializer.alias(["application/sdp"], "text/plain")
 # GET /api/events streams until the server stops: schemathesis reads an event stream
 # until it has this many events or the request's timeout has passed (EVENTS_TIMEOUT_S).
 SCHEMA.config.max_stream_events = 3

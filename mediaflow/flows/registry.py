@@ -44,6 +44,7 @@ BUILTIN_CONNECTORS: Mapping[str, str] = MappingProxyType(
         "microphone": "connectors.microphone:MicrophoneConnector",
         "file": "connectors.file:FileConnector",
         "url": "connectors.url:UrlConnector",
+        "webrtc": "connectors.webrtc:WebRTCConnector",
     }
 )
 

@@ -12,7 +12,8 @@
 * Wall links (:mod:`.links`): with reads locked, a read carrying no token
   credential but a link (``/?link=...`` once, then its cookie; or
   ``Authorization: Link <link>``) reads that one flow only. A write carrying
-  a link and not the token is 403: links never write.
+  a link and not the token is 403: links never write, but for one: publishing
+  into that flow's WebRTC node (``/whip/...``, :mod:`.whip`).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def middleware(
         refused = check(request, settings)
         if refused is None:
             return await handler(request)
-        link = links.presented(request) if request.method in SAFE_METHODS else None
+        opens = request.method in SAFE_METHODS or links.publishes(request)
+        link = links.presented(request) if opens else None
         if link is not None:
             return await links.serve_scoped(request, handler, link)
         return refused

@@ -72,6 +72,7 @@ from mediaflow.server.linktoken import LinkClaims, LinkError, link_key, make_lin
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.state import STATE, AppState
 from mediaflow.server.views import flow_summary
+from mediaflow.server.whip import ROUTES as WHIP_ROUTES
 
 LIVE_ROUTES = frozenset(
     {"/live/{flow}/{node}.m3u8", "/live/{flow}/{node}/init.mp4", "/live/{flow}/{node}/{seq}.m4s"}
@@ -169,6 +170,13 @@ else:  # pragma: no cover - aiohttp < 3.14
     SCOPE = "mediaflow_link_scope"
 
 
+def publishes(request: web.Request) -> bool:
+    """Whether the request publishes into a WebRTC node (``/whip/...``): the one write a
+    link opens (for its flow, see :func:`serve_scoped`)."""
+    resource = request.match_info.route.resource
+    return resource is not None and resource.canonical in WHIP_ROUTES
+
+
 def presented(request: web.BaseRequest) -> str | None:
     """The link a request carries (``Authorization: Link L``; for an artifact, a
     ``?link=L`` in its URL; else the cookie), if any."""
@@ -257,6 +265,8 @@ async def serve_scoped(request: web.Request, handler: Handler, link: str) -> web
         return response
     if route in LIVE_ROUTES and request.match_info["flow"] == claims.flow:
         return await handler(request)  # its cameras, live: what its wall shows
+    if route in WHIP_ROUTES and request.match_info["flow"] == claims.flow:
+        return await handler(request)  # a phone given the wall link publishes its camera
     if route in TIMELINE_ROUTES and request.match_info["flow"] == claims.flow:
         return await handler(request)  # its recordings and events: its wall's timeline
     if route == "/artifacts/{digest}":

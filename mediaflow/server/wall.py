@@ -31,6 +31,7 @@ STATIC_FILES = {
     "timeline-draw.js": _JS,
     "timeline-play.js": _JS,
     "timeline.js": _JS,
+    "publish.js": _JS,
     "flows.js": _JS,
     "wall.js": _JS,
     "wall.css": "text/css; charset=utf-8",

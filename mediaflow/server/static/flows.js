@@ -24,6 +24,7 @@
   const widgetClass = (port, kind) =>
     (kind === "text" && text.isLivePort(port) ? LiveTextWidget : WIDGETS[kind] || ValueWidget);
 
+  const WEBRTC = "connectors.webrtc:WebRTCConnector"; // its nodes get publish.js's button
   const flows = new Map(); // name -> FlowView
   const unlisted = new Map(); // flow -> values that came before the flow was listed
 
@@ -50,12 +51,17 @@
       // Recordings (timeline.js): a panel per recorder node, in the grid beside the live view.
       const timeline = window.MediaflowWall.timeline;
       this.recordings = timeline ? new timeline.Recordings(name, this.grid) : null;
+      this.publishers = new Set(); // webrtc nodes given a "use this device's camera" button
     }
     apply(view) {
       let backlog = 0;
       for (const node of view.nodes) {
         backlog += node.backlog ? node.backlog.items : 0;
         for (const [port, info] of Object.entries(node.outputs)) this.widget(node.id, port, info.kind, node.live);
+        if (view.live && node.class === WEBRTC && !this.publishers.has(node.id)) { // publish.js
+          this.publishers.add(node.id);
+          this.grid.append(window.MediaflowWall.publish.button(this.name, node.id));
+        }
       }
       // Values once every widget is there: a node's finished line must reach its live line.
       for (const [key, { node, port, value, ident }] of [...this.waiting]) {
