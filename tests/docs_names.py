@@ -5,7 +5,7 @@ takes Markdown text and answers one line per name it mentions that does not
 exist, judged against the live objects, never against source text:
 
 - flow keys against the flow loader's key sets and the options the validator
-  binds (:func:`mediaflow.flows.validate.bind_options`) on the node classes;
+  binds (:func:`mediaflow.flows.node_checks.bind_options`) on the node classes;
 - commands and flags against the parser behind the ``mediaflow`` console
   script, built, not read;
 - routes against the router of the aiohttp app the server builds.
@@ -34,7 +34,7 @@ from typing import Any
 
 from mediaflow.flows import registry
 from mediaflow.flows.load import FLOW_KEYS, NODE_KEYS
-from mediaflow.flows.validate import NodeProblem, bind_options
+from mediaflow.flows.node_checks import NodeProblem, bind_options
 from mediaflow.node import Node
 
 ROOT = Path(__file__).resolve().parents[1]

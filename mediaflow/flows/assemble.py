@@ -21,6 +21,15 @@ from types import MappingProxyType
 from typing import Any, assert_never
 
 from mediaflow.flows import registry
+from mediaflow.flows.node_checks import (
+    NodeProblem,
+    bind_options,
+    check_option_types,
+    class_name,
+    declared_ports,
+    optional_inputs,
+    retry_policy,
+)
 from mediaflow.flows.spec import (
     BoundFactory,
     Edge,
@@ -32,19 +41,12 @@ from mediaflow.flows.spec import (
     PortRef,
 )
 from mediaflow.flows.validate import (
-    NodeProblem,
-    bind_options,
     check_edge,
     check_graph,
     check_id,
     check_max_rate,
     check_node_inputs,
-    check_option_types,
-    class_name,
-    declared_ports,
     open_input_kinds,
-    optional_inputs,
-    retry_policy,
 )
 from mediaflow.node import Node
 

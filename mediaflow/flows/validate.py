@@ -1,205 +1,29 @@
 """Checks a flow must pass before anything starts.
 
-Two levels. *Node checks* need only the node and its class: the class
-declares ports of known kinds, the options bind to ``__init__`` and fit its
-annotations, every wired input exists and every required one is wired; they
-raise :class:`NodeProblem`. *Graph checks* need every node: each wire reads an
-existing output of a compatible kind, no node reads itself, and there is no
-cycle; :func:`check_graph` returns every problem it finds, one per wire or
-cycle, so a user fixes a flow in one pass instead of one error per run.
+The checks of one node's class and options are in :mod:`.node_checks`. These need
+the node's wiring or every node: every wired input exists and every required one
+is wired; each wire reads an existing output of a compatible kind, no node reads
+itself, and there is no cycle; :func:`check_graph` returns every problem it finds,
+one per wire or cycle, so a user fixes a flow in one pass instead of one error per
+run.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
-from mediaflow.flows.option_types import option_misfits
+from mediaflow.flows.node_checks import listing
 from mediaflow.flows.spec import NAME_RE, FlowProblem, NodeSpec, PortRef
-from mediaflow.media import KINDS
-from mediaflow.node import Node, RetryPolicy
 
 # Ports that carry plain JSON values; a ``json`` input reads any of them, since
 # a number or a string is a JSON value (references are not: they are media).
 _PLAIN_KINDS = frozenset({"text", "number", "json"})
 
 
-class NodeProblem(Exception):
-    """A node failed a node-level check: one or more messages, with no subject yet."""
-
-    def __init__(self, *messages: str) -> None:
-        super().__init__("; ".join(messages))
-        self.messages = messages
-
-
-def class_name(node_class: type) -> str:
-    """How a class reads in a message: its import string."""
-    return f"{node_class.__module__}:{node_class.__qualname__}"
-
-
 def can_read(input_kind: str, output_kind: str) -> bool:
     """True when an input port of ``input_kind`` may be wired to an output of ``output_kind``."""
     return input_kind == output_kind or (input_kind == "json" and output_kind in _PLAIN_KINDS)
-
-
-def _checked_kinds(node_class: type, direction: str, ports: object) -> dict[str, str]:
-    if not isinstance(ports, Mapping):
-        raise NodeProblem(
-            f"{class_name(node_class)} declares {direction}s as {type(ports).__name__}, "
-            "not a mapping of port name to kind"
-        )
-    kinds: dict[str, str] = {}
-    for port, kind in ports.items():
-        if not isinstance(port, str) or NAME_RE.match(port) is None:
-            raise NodeProblem(
-                f"{class_name(node_class)} declares {direction} port {port!r}, "
-                "which is not a valid port name"
-            )
-        if kind not in KINDS:
-            raise NodeProblem(
-                f"{class_name(node_class)} declares {direction} {port!r} with unknown kind "
-                f"{kind!r} (kinds: {', '.join(sorted(KINDS))})"
-            )
-        kinds[port] = kind
-    return kinds
-
-
-def declared_ports(
-    node_class: type[Node], options: Mapping[str, Any], instance: Node | None = None
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The (inputs, outputs) port->kind maps of one node.
-
-    An instance's own ``inputs``/``outputs`` win; otherwise the class's
-    :meth:`~mediaflow.node.Node.ports` hook answers (the class attributes
-    unless a connector's ports depend on its options). Raises
-    :class:`NodeProblem` for an unknown kind or a failing hook.
-    """
-    raw_inputs: object
-    raw_outputs: object
-    if instance is not None:
-        raw_inputs, raw_outputs = instance.inputs, instance.outputs
-    elif _fixed_ports(node_class):
-        raw_inputs, raw_outputs = node_class.inputs, node_class.outputs
-    else:
-        try:
-            result: object = node_class.ports(dict(options))
-        except Exception as exc:
-            # A hook that cannot tell its ports (say, the file does not exist)
-            # is a problem with the flow, reported like any other.
-            raise NodeProblem(
-                f"{class_name(node_class)}.ports() failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise NodeProblem(
-                f"{class_name(node_class)}.ports() must return (inputs, outputs), "
-                f"got {type(result).__name__}"
-            )
-        raw_inputs, raw_outputs = result
-    inputs = _checked_kinds(node_class, "input", raw_inputs)
-    outputs = _checked_kinds(node_class, "output", raw_outputs)
-    return inputs, outputs
-
-
-def retry_policy(node_class: type[Node], options: Mapping[str, Any]) -> RetryPolicy | None:
-    """The class's :meth:`~mediaflow.node.Node.retry_policy` for ``options``.
-    Raises :class:`NodeProblem` for a hook that fails or answers something else."""
-    try:
-        policy: object = node_class.retry_policy(dict(options))
-    except Exception as exc:
-        raise NodeProblem(f"{exc}") from exc
-    if policy is not None and not isinstance(policy, RetryPolicy):
-        raise NodeProblem(
-            f"{class_name(node_class)}.retry_policy() must return a RetryPolicy or None, "
-            f"got {type(policy).__name__}"
-        )
-    return policy
-
-
-def _fixed_ports(node_class: type[Node]) -> bool:
-    """Whether the class's ports are its class attributes (``ports`` not overridden)."""
-    return inspect.getattr_static(node_class, "ports") is Node.__dict__["ports"]
-
-
-def optional_inputs(node_class: type[Node], input_kinds: Mapping[str, str]) -> frozenset[str]:
-    """The inputs that may stay unwired: those the class lists in ``optional_inputs``.
-
-    Every other declared input is required. Raises :class:`NodeProblem` if the
-    attribute is not a collection of port names, or (for a class without a
-    ``ports`` hook, whose inputs are fixed) names a port it does not declare.
-    """
-    declared: object = node_class.optional_inputs
-    if isinstance(declared, str) or not isinstance(declared, Collection):
-        raise NodeProblem(
-            f"{class_name(node_class)}.optional_inputs must be a set of port names, "
-            f"got {declared!r}"
-        )
-    names = frozenset(str(name) for name in declared)
-    unknown = sorted(names - set(input_kinds))
-    if unknown and _fixed_ports(node_class):
-        raise NodeProblem(
-            f"{class_name(node_class)}.optional_inputs names {', '.join(map(repr, unknown))}, "
-            f"which is not one of its inputs ({_listing(input_kinds)})"
-        )
-    return names
-
-
-def _listing(names: Collection[str]) -> str:
-    return ", ".join(names) if names else "none"
-
-
-def bind_options(node_class: type[Node], options: Mapping[str, Any]) -> None:
-    """Check that ``node_class(**options)`` would bind, without calling it.
-
-    Raises :class:`NodeProblem` naming unknown options (and what the class
-    takes) or missing required ones; :func:`check_option_types` checks their values.
-    """
-    try:
-        signature = inspect.signature(node_class)
-    except (TypeError, ValueError) as exc:
-        raise NodeProblem(f"cannot read the options {class_name(node_class)} takes: {exc}") from exc
-    params = signature.parameters.values()
-    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    takes = [p.name for p in params if p.kind in keyword_kinds]
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    unknown = [] if takes_any else [name for name in options if name not in takes]
-    if unknown:
-        plural = "s" if len(unknown) > 1 else ""
-        raise NodeProblem(
-            f"unknown option{plural} {', '.join(map(repr, unknown))} for "
-            f"{class_name(node_class)} (it takes: {_listing(takes)})"
-        )
-    missing = [
-        p.name
-        for p in params
-        if p.kind in keyword_kinds
-        and p.default is inspect.Parameter.empty
-        and p.name not in options
-    ]
-    if missing:
-        plural = "s" if len(missing) > 1 else ""
-        raise NodeProblem(
-            f"missing required option{plural} {', '.join(map(repr, missing))} for "
-            f"{class_name(node_class)}"
-        )
-    try:
-        signature.bind(**options)
-    except TypeError as exc:
-        # What is left: positional-only parameters, which a flow file cannot fill.
-        raise NodeProblem(
-            f"options do not fit {class_name(node_class)}{signature}: {exc}"
-        ) from None
-
-
-def check_option_types(node_class: type[Node], options: Mapping[str, Any]) -> None:
-    """Check each option's value against its ``__init__`` annotation (options that
-    bind: :func:`bind_options` first). Raises :class:`NodeProblem` with one message
-    per option that does not fit (:func:`~mediaflow.flows.option_types.option_misfits`).
-    """
-    misfits = option_misfits(node_class, options)
-    if misfits:
-        raise NodeProblem(*misfits)
 
 
 def check_retention_days(value: object, subject: str, problems: list[FlowProblem]) -> float | None:
@@ -271,7 +95,7 @@ def check_node_inputs(
     problems: list[str] = []
     for port, text in wired.items():
         if port not in input_kinds and not open_inputs:
-            problems.append(f"has no input port {port!r} (it has: {_listing(input_kinds)})")
+            problems.append(f"has no input port {port!r} (it has: {listing(input_kinds)})")
             continue
         if NAME_RE.match(port) is None:
             problems.append(f"input {port!r} is not a valid port name")
@@ -285,7 +109,7 @@ def check_node_inputs(
             problems.append(f"input {port!r} is required but not wired")
     if input_kinds and not wired and not problems:
         problems.append(
-            f"none of its inputs ({_listing(input_kinds)}) is wired, so it would never run"
+            f"none of its inputs ({listing(input_kinds)}) is wired, so it would never run"
         )
     elif open_inputs and not wired and not problems:
         problems.append("it takes whatever is wired into it, and nothing is: it would never run")
@@ -356,7 +180,7 @@ def _check_wire(
 ) -> str | None:
     wire = f"input {port!r} is wired to {str(ref)!r}"
     if ref.node not in node_ids:
-        return f"{wire}, but there is no node {ref.node!r} (nodes: {_listing(node_ids)})"
+        return f"{wire}, but there is no node {ref.node!r} (nodes: {listing(node_ids)})"
     if ref.node == consumer.id:
         return f"{wire}, its own node; a node cannot read itself"
     producer = nodes.get(ref.node)
@@ -365,7 +189,7 @@ def _check_wire(
     if ref.port not in producer.output_kinds:
         return (
             f"{wire}, but node {ref.node!r} has no output port {ref.port!r} "
-            f"(it has: {_listing(producer.output_kinds)})"
+            f"(it has: {listing(producer.output_kinds)})"
         )
     input_kind = consumer.input_kinds[port]
     output_kind = producer.output_kinds[ref.port]
