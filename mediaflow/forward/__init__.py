@@ -10,9 +10,10 @@ item that references it, in order per stream and exactly once (see
 (``mediaflow worker`` there).
 """
 
-from mediaflow.forward.forwarder import Forwarder, ForwardStatus
+from mediaflow.forward.forwarder import Forwarder
 from mediaflow.forward.running import Forwarding, forwarded_streams, start_forwarding
 from mediaflow.forward.settings import ForwardSettings
+from mediaflow.forward.status import ForwardStatus
 
 __all__ = [
     "ForwardSettings",

@@ -26,10 +26,9 @@ import hashlib
 import logging
 import sqlite3
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol, assert_never
+from dataclasses import replace
+from typing import Any, Final, assert_never
 
 from mediaflow.engine.events import EventBus
 from mediaflow.forward.plan import (
@@ -37,7 +36,6 @@ from mediaflow.forward.plan import (
     LATEST_EVERY_S,
     Outage,
     Probe,
-    RateBudget,
     Retry,
     choose_shed,
     cursor_values,
@@ -48,19 +46,17 @@ from mediaflow.forward.plan import (
     ref_of,
     shared_items,
     step_while_down,
-    uploads_to_forget,
 )
+from mediaflow.forward.status import ForwardStatus, LocalJournal, SharedQueue
+from mediaflow.forward.uploads import Uploader
 from mediaflow.media import MediaRef, decode_value
 from mediaflow.queue.contract import (
     Delivery,
-    Inspection,
-    LatestValues,
     QueueError,
     StreamKey,
     WorkItem,
 )
 from mediaflow.store import ArtifactStore, RemoteStoreError, StoreUnreachable
-from mediaflow.store.remote import REMEMBER_S
 from mediaflow.store.service import ServiceClient
 
 log = logging.getLogger("mediaflow.forward")
@@ -75,46 +71,6 @@ LINK_ERRORS: Final = (QueueError, RemoteStoreError, OSError)
 BACKLOG_EVERY_S: Final = 0.5
 """How often the backlog shown is read from the journal while the forwarder is busy
 catching up or the link is down (idle, it is read every round)."""
-
-
-class LocalJournal(Delivery, LatestValues, Inspection, Protocol):
-    """What the forwarder uses of the box's own queue (the SQLite queue: a box
-    that forwards journals locally)."""
-
-    async def waiting_bytes(self, streams: Sequence[StreamKey]) -> int:
-        """Bytes of the artifacts the unacked items of ``streams`` reference."""
-        ...
-
-
-class SharedQueue(Delivery, LatestValues, Protocol):
-    """What the forwarder uses of the shared queue."""
-
-
-@dataclass(frozen=True)
-class ForwardStatus:
-    """What ``/metrics`` and ``/api`` show of forwarding."""
-
-    link_up: bool
-    forwarded_items: int
-    forwarded_bytes: int
-    lost_items: int
-    last_forward_at: float | None
-    backlog_items: int
-    backlog_seconds: float
-    backlog_bytes: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        """As ``/api/flows/{flow}`` shows it (``forward``)."""
-        return {
-            "link_up": self.link_up,
-            "backlog_items": self.backlog_items,
-            "backlog_s": round(self.backlog_seconds, 3),
-            "backlog_bytes": self.backlog_bytes,
-            "forwarded_items": self.forwarded_items,
-            "forwarded_bytes": self.forwarded_bytes,
-            "lost_items": self.lost_items,
-            "last_forward_at": self.last_forward_at,
-        }
 
 
 class Forwarder:
@@ -149,18 +105,13 @@ class Forwarder:
         self.edge = edge
         self.consumer = f"forward:{edge}"
         self._local = local
-        self._store = store
         self._shared = shared
-        self._uploads = uploads
+        self._uploader = Uploader(store, uploads, max_bps=max_bps)
         self._probe = probe or uploads
         self._arrivals = arrivals or asyncio.Event()
         self._bus = bus
-        self._budget = RateBudget(max_bps) if max_bps else None
         self._touch_every_s = lease_ms / 3000
         self._cursors: dict[str, int] | None = None  # read from the shared queue when it answers
-        # digest -> when the service last took it, least recently sent first: at most
-        # REMEMBER_MAX, none older than REMEMBER_S
-        self._uploaded: OrderedDict[str, float] = OrderedDict()
         self._sent_latest: dict[tuple[str, str], Any] = {}
         self._latest_at = 0.0
         self._latest_skipped = False
@@ -284,28 +235,13 @@ class Forwarder:
         return lost
 
     async def _upload(self, ref: MediaRef, *, capped: bool) -> bool:
-        """Send ``ref``'s bytes to the service unless it took them lately; False if
-        the box no longer has them. Raises what the service raised."""
-        now = time.monotonic()
-        if now - self._uploaded.get(ref.digest, -REMEMBER_S) < REMEMBER_S:
-            return True
-        info = await asyncio.to_thread(self._store.stat, ref)
-        if info is None:
+        """Send ``ref``'s bytes (:class:`~.uploads.Uploader`); False if the box no longer
+        has them. Raises what the service raised."""
+        sent = await self._uploader.send(ref, capped=capped)
+        if sent is None:
             return False
-        if capped and self._budget is not None:
-            await asyncio.sleep(self._budget.wait_for(info.size, time.monotonic()))
-
-        def put() -> None:
-            with info.path.open("rb") as body:
-                self._uploads.put(ref.digest, body, info.size, info.media_type)
-
-        await asyncio.to_thread(put)
-        now = time.monotonic()
-        self._uploaded[ref.digest] = now
-        self._uploaded.move_to_end(ref.digest)
-        for _ in range(uploads_to_forget(self._uploaded, now)):
-            self._uploaded.popitem(last=False)
-        self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + info.size)
+        if sent:
+            self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + sent)
         return True
 
     async def forward_latest(self, *, now: bool = False) -> None:
