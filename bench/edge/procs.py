@@ -14,41 +14,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench._lib.children import HOST, free_port, stop_child
 from bench._lib.common import REPO_ROOT
 
-HOST = "127.0.0.1"
 START_S = 60.0
-STOP_S = 30.0  # then SIGKILL
 TOKEN = "bench-edge-token"
 SERVING = re.compile(r"serving on (http://127\.0\.0\.1:\d+)")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _end(proc: subprocess.Popen[bytes] | None, timeout_s: float = STOP_S) -> int | None:
-    """SIGTERM, SIGKILL past ``timeout_s``; the exit status (None if never started)."""
-    if proc is None:
-        return None
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 def _answers(port: int) -> bool:
@@ -89,13 +66,13 @@ class Redis:
         deadline = time.monotonic() + START_S
         while not _answers(self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                _end(self.proc)
+                stop_child(self.proc)
                 raise RuntimeError(f"redis-server on port {self.port} did not start")
             time.sleep(0.01)
 
     def stop(self) -> None:
         """SIGTERM: Redis writes what it holds and exits."""
-        _end(self.proc)
+        stop_child(self.proc)
         self.proc = None
 
 
@@ -133,7 +110,7 @@ class Service:
         self.port = int(url.rsplit(":", 1)[1])
 
     def stop(self) -> None:
-        _end(self.proc)
+        stop_child(self.proc)
         self.proc = None
 
 
@@ -169,7 +146,7 @@ class FlowRun:
 
     def stop(self) -> int | None:
         """SIGTERM (a clean stop), SIGKILL past a while; the exit status."""
-        return _end(self.proc, 60.0)
+        return stop_child(self.proc, 60.0)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -188,7 +165,7 @@ def _wait_for_url(proc: subprocess.Popen[bytes], log: Path) -> str:
         if found is not None:
             return found.group(1)
         if proc.poll() is not None or time.monotonic() > deadline:
-            _end(proc)
+            stop_child(proc)
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             raise RuntimeError(f"{log.name}: no 'serving on' line:\n{tail}")
         time.sleep(0.02)

@@ -13,40 +13,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench._lib.children import HOST, free_port, stop_child
 from bench._lib.common import REPO_ROOT
 
-HOST = "127.0.0.1"
 START_S = 30.0
-STOP_S = 30.0  # then SIGKILL
 LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def end(proc: subprocess.Popen[bytes] | None, timeout_s: float = STOP_S) -> int | None:
-    """SIGTERM, SIGKILL past ``timeout_s``; the exit status (None if never started)."""
-    if proc is None:
-        return None
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 def mosquitto_binary() -> str | None:
@@ -103,12 +80,12 @@ class Broker:
                 return
             except OSError:
                 time.sleep(0.02)
-        end(self.proc)
+        stop_child(self.proc)
         raise RuntimeError(f"mosquitto did not start on port {self.port} (see {self.directory})")
 
     def stop(self) -> None:
         """SIGTERM: it saves its persistence file, then exits."""
-        end(self.proc)
+        stop_child(self.proc)
         self.proc = None
 
 
@@ -138,7 +115,7 @@ class Receiver:
         return f"{self.url}/hook"
 
     def stop(self) -> None:
-        end(self.proc)
+        stop_child(self.proc)
 
 
 class FlowRun:
@@ -166,7 +143,7 @@ class FlowRun:
             return None
 
     def stop(self) -> int | None:
-        return end(self.proc, 60.0)
+        return stop_child(self.proc, 60.0)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -179,7 +156,7 @@ def _wait_for(pattern: re.Pattern[str], proc: subprocess.Popen[bytes], log: Path
         if found is not None:
             return found.group(1)
         if proc.poll() is not None or time.monotonic() > deadline:
-            end(proc)
+            stop_child(proc)
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             raise RuntimeError(f"{log.name}: did not start:\n{tail}")
         time.sleep(0.02)

@@ -1,0 +1,32 @@
+"""Child processes a benchmark starts on loopback (a server, a broker, a flow): a free
+port to give one, and stopping one the way an operator would, then for good."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+
+HOST = "127.0.0.1"
+STOP_S = 30.0  # then SIGKILL
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def stop_child(proc: subprocess.Popen[bytes] | None, timeout_s: float = STOP_S) -> int | None:
+    """SIGTERM, SIGKILL past ``timeout_s``; the exit status (None if never started)."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
