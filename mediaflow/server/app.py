@@ -30,6 +30,7 @@ from mediaflow.server import (
     sse,
     uploads,
     wall,
+    whep,
 )
 from mediaflow.server.settings import DEFAULT_HOST, DEFAULT_PORT
 from mediaflow.server.state import STATE, Answered, AppState
@@ -121,6 +122,7 @@ def create_app(state: AppState) -> web.Application:
     live.add_routes(app)
     recordings.add_routes(app)
     exports.add_routes(app)
+    whep.add_routes(app)
     return app
 
 

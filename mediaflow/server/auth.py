@@ -13,6 +13,8 @@
   credential but a link (``/?link=...`` once, then its cookie; or
   ``Authorization: Link <link>``) reads that one flow only. A write carrying
   a link and not the token is 403: links never write.
+* WebRTC views (``POST``/``DELETE /whep/...``, :func:`.links.is_view`) are reads:
+  the same rules as ``GET /live/...``.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def check(request: web.BaseRequest, settings: ServerSettings) -> web.Response | 
     token = settings.token
     if token is None or request.method == "OPTIONS":
         return None
-    if request.method in SAFE_METHODS:
+    if request.method in SAFE_METHODS or links.is_view(request):
         if not settings.lock_reads or request.path in OPEN_PATHS:
             return None
         if cookie_ok(request, token) or bearer_ok(request, token):
@@ -103,7 +105,8 @@ def middleware(
         refused = check(request, settings)
         if refused is None:
             return await handler(request)
-        link = links.presented(request) if request.method in SAFE_METHODS else None
+        reads = request.method in SAFE_METHODS or links.is_view(request)
+        link = links.presented(request) if reads else None
         if link is not None:
             return await links.serve_scoped(request, handler, link)
         return refused
