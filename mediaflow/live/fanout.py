@@ -113,10 +113,11 @@ class ViewerQueue:
                 self.dropped += 1
                 return
             case Admit.FLUSH:
-                self.dropped += len(self._items) + 1
+                self.dropped += len(self._items)
                 self._items.clear()
                 self.waiting_keyframe = self.video
                 if self.video and not keyframe:
+                    self.dropped += 1
                     return
             case _:
                 assert_never(decision)
