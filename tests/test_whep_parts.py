@@ -95,3 +95,20 @@ async def test_with_reads_locked_a_link_of_the_flow_opens_whep(tmp_path: Path) -
             assert status == 404
         finally:
             await pc.close()
+
+
+async def test_without_the_webrtc_extra_an_offer_is_501_saying_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    async with served_camera(tmp_path, sound=False) as served:
+        pc, sdp = await offer_sdp(audio=False)
+        try:
+            # None in sys.modules: importing the aiortc side raises ImportError, as without it.
+            monkeypatch.setitem(sys.modules, "mediaflow.server.whep_sessions", None)
+            async with served.client.post(served.url + WHEP, data=sdp, headers=SDP) as resp:
+                assert resp.status == 501
+                assert "mediaflow[webrtc]" in (await resp.json())["error"]
+        finally:
+            await pc.close()
