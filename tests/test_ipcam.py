@@ -271,7 +271,7 @@ async def test_the_wall_plays_a_copied_camera_live_with_its_sound(
     flow = camera_flow_file(tmp_path / "wall.toml", "wall", server.url())
     video = "[data-widget='cam.video'] video"
     async with running_flow(flow, tmp_path / "data") as run:
-        await page.goto(run.url + "/")
+        await page.goto(run.url + "/?live=hls")  # the LL-HLS player, not WebRTC
         await page.wait_for_selector(f"{video}[data-live='playing']", timeout=30_000)
         first = await page.eval_on_selector(video, "v => v.currentTime")
         deadline = time.monotonic() + 20  # a second of it played, however busy the machine

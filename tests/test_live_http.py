@@ -118,7 +118,7 @@ async def test_the_wall_plays_the_demo_camera_live_and_says_how_late(
 ) -> None:
     async with aiohttp.ClientSession() as session:
         await wait_for_playlist(session, demo_url)  # the flow view lists it live from now
-    await page.goto(demo_url + "/")
+    await page.goto(demo_url + "/?live=hls")  # the LL-HLS player, not WebRTC
     await page.wait_for_selector(f"{CAMERA_VIDEO}[data-live='playing']", timeout=30_000)
     await page.wait_for_function(
         f'() => document.querySelector("{CAMERA_VIDEO}").dataset.latency !== undefined',

@@ -73,7 +73,7 @@ async def test_the_wall_stalled_for_ten_seconds_plays_live_again(demo: Demo, pag
         await route.continue_()
 
     await page.route("**/live/**", hold)
-    await page.goto(demo.url + "/")
+    await page.goto(demo.url + "/?live=hls")  # the LL-HLS player, not WebRTC
     await page.wait_for_function(
         f'() => Number(document.querySelector("{CAMERA_VIDEO}")?.dataset.latency) < 2.5',
         timeout=30_000,

@@ -71,7 +71,7 @@ async def wall_latency(url: str, *, warmup_s: float, seconds: float, pid: int) -
             page = await browser.new_page()
             page.on("console", lambda m: _console(result, m.type, m.text))
             page.on("pageerror", lambda exc: result.console_errors.append(f"uncaught: {exc}"))
-            await page.goto(url + "/")
+            await page.goto(url + "/?live=hls")  # the LL-HLS view (WHEP is not benched yet)
             await page.wait_for_selector(f"{VIDEO}[data-live='playing']", timeout=START_TIMEOUT_MS)
             await page.wait_for_function(
                 f'() => (document.querySelector("{VIDEO}").mediaflowLatencies || []).length > 0',

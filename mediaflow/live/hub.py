@@ -17,6 +17,10 @@ hands its chunks to :meth:`LiveHub.sound`'s :class:`~mediaflow.live.sound.LiveSo
 which encodes them while the feed is :attr:`LiveFeed.watched` (read within
 ``WATCH_S``) and fills silence otherwise. Such a feed has no init segment until both
 the video's parameter sets and the sound's format are known.
+
+Other live paths (WebRTC viewers, :mod:`mediaflow.live.fanout`) take the same encoded
+frames as they arrive with :meth:`LiveFeed.listen`, on the feed's loop; the feed names
+the microphone whose sound it carries in :attr:`LiveFeed.sound_from`.
 """
 
 from __future__ import annotations
@@ -76,7 +80,9 @@ class LiveFeed:
         self._last_keyframe_s: float | None = None
         self._arrived: deque[Callable[[], None]] = deque()  # taps not yet taken, in order
         self._waking = False
+        self._listeners: list[FrameTap] = []
         self.frames = 0
+        self.sound_from: LiveSound | None = None  # the microphone's sound it carries, if any
 
     def tap(self, extradata: bytes, frame: VideoFrame) -> None:
         """Thread-safe: hand ``frame`` to the feed's loop."""
@@ -95,6 +101,18 @@ class LiveFeed:
             self._waking = True
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody watches
                 self._loop.call_soon_threadsafe(self._take_arrived)
+
+    def listen(self, listener: FrameTap) -> Callable[[], None]:
+        """Call ``listener(extradata, frame)`` on the feed's loop for every frame from now
+        on (``extradata``: the newest Annex B parameter sets). It must not block: it runs
+        on the event loop between the camera's frames. Returns what stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
 
     def _take_arrived(self) -> None:
         self._waking = False
@@ -179,6 +197,8 @@ class LiveFeed:
                 return
             self._extradata = extradata
             self._build_init()
+        for listener in tuple(self._listeners):
+            listener(self._extradata, frame)
         done = self._cutter.add_video(frame)
         if done:
             self._parts.extend(done)
@@ -238,7 +258,8 @@ class LiveHub:
         with self._lock:
             self._feeds[(flow, node)] = feed
         if sound_from is not None:
-            self.sound(flow, sound_from).subscribe(feed)
+            feed.sound_from = self.sound(flow, sound_from)
+            feed.sound_from.subscribe(feed)
         return feed
 
     def sound(self, flow: str, node: str) -> LiveSound:

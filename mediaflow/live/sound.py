@@ -27,6 +27,7 @@ from mediaflow.live.parts import AAC_FRAME_SAMPLES, AudioFrame
 
 T = TypeVar("T")
 log = logging.getLogger("mediaflow.live")
+PcmListener = Callable[[Pcm, int, int, float], None]  # (pcm, rate, channels, captured_at)
 QUEUE_CHUNKS = 64  # ~6 s of 100 ms chunks waiting for the encoder: then chunks are left out
 
 
@@ -48,6 +49,9 @@ class LiveSound:
     def __init__(self, name: str) -> None:
         self.name = name
         self.sinks: list[SoundSink] = []
+        # Called with every chunk as it is taken, before any AAC work (WebRTC's Opus,
+        # mediaflow.live.fanout); each must return at once.
+        self.listeners: list[PcmListener] = []
         self.track: AudioTrack | None = None
         self.dropped = 0  # chunks left out of the live sound
         self.encoded = 0  # frames encoded (not silent)
@@ -68,6 +72,8 @@ class LiveSound:
 
     def take(self, pcm: Pcm, rate: int, channels: int, captured_at: float) -> None:
         """One chunk as the microphone emits it (``pcm`` shaped ``(frames, channels)``)."""
+        for listener in tuple(self.listeners):
+            listener(pcm, rate, channels, captured_at)
         if not self.sinks or self.error is not None:
             return
         if self._sound != (rate, channels):

@@ -30,6 +30,7 @@ from mediaflow.server import (
     sse,
     uploads,
     wall,
+    whep,
     whip,
 )
 from mediaflow.server.settings import DEFAULT_HOST, DEFAULT_PORT
@@ -123,6 +124,7 @@ def create_app(state: AppState) -> web.Application:
     recordings.add_routes(app)
     exports.add_routes(app)
     whip.add_routes(app)
+    whep.add_routes(app)
     return app
 
 

@@ -14,6 +14,8 @@
   ``Authorization: Link <link>``) reads that one flow only. A write carrying
   a link and not the token is 403: links never write, but for one: publishing
   into that flow's WebRTC node (``/whip/...``, :mod:`.whip`).
+* WebRTC views (``POST``/``DELETE /whep/...``, :func:`.links.is_view`) are reads:
+  the same rules as ``GET /live/...``.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def check(request: web.BaseRequest, settings: ServerSettings) -> web.Response | 
     token = settings.token
     if token is None or request.method == "OPTIONS":
         return None
-    if request.method in SAFE_METHODS:
+    if request.method in SAFE_METHODS or links.is_view(request):
         if not settings.lock_reads or request.path in OPEN_PATHS:
             return None
         if cookie_ok(request, token) or bearer_ok(request, token):
@@ -104,7 +106,7 @@ def middleware(
         refused = check(request, settings)
         if refused is None:
             return await handler(request)
-        opens = request.method in SAFE_METHODS or links.publishes(request)
+        opens = request.method in SAFE_METHODS or links.is_view(request) or links.publishes(request)
         link = links.presented(request) if opens else None
         if link is not None:
             return await links.serve_scoped(request, handler, link)

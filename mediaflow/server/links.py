@@ -34,7 +34,8 @@ for flow F reads ONLY:
   before the link was made does not. The notes are in memory and bounded
   (``MEDIAFLOW_LINK_HISTORY`` per port): after a restart, or for a very long
   window, a link reaches what is held now and what was seen since;
-* ``/live/F/...``: F's cameras live (playlist, init segment, parts);
+* ``/live/F/...``: F's cameras live (playlist, init segment, parts), and over WebRTC
+  (``POST /whep/F/...`` and the ``DELETE`` that ends such a session: they read);
 * F's timeline: ``/api/recordings/F...`` (its recorders, their spans, gaps and
   exports) and ``/api/flows/F/events``, and ``/artifacts/{digest}`` for any clip
   or event snapshot on it, whenever recorded (the wall's timeline plays them).
@@ -77,6 +78,9 @@ from mediaflow.server.whip import ROUTES as WHIP_ROUTES
 LIVE_ROUTES = frozenset(
     {"/live/{flow}/{node}.m3u8", "/live/{flow}/{node}/init.mp4", "/live/{flow}/{node}/{seq}.m4s"}
 )
+# WebRTC live view (mediaflow.server.whep): a POST that opens a viewer and the DELETE
+# that ends it read, as the live routes do; a link of the flow opens them.
+WHEP_ROUTES = frozenset({"/whep/{flow}/{node}", "/whep/{flow}/{node}/{session}"})
 # The flow's recordings and events: what its wall's timeline shows.
 TIMELINE_ROUTES = frozenset(
     {
@@ -213,6 +217,15 @@ def outside(claims: LinkClaims, why: str) -> web.Response:
     )
 
 
+def is_view(request: web.BaseRequest) -> bool:
+    """Whether ``request`` opens or ends a WebRTC view (:data:`WHEP_ROUTES`): a read,
+    whatever its method."""
+    if not isinstance(request, web.Request):
+        return False
+    resource = request.match_info.route.resource
+    return resource is not None and resource.canonical in WHEP_ROUTES
+
+
 def read_only() -> web.Response:
     """403 for a write that carries a link and not the token."""
     return error(403, "a wall link only reads; writes need Authorization: Bearer $MEDIAFLOW_TOKEN")
@@ -263,7 +276,7 @@ async def serve_scoped(request: web.Request, handler: Handler, link: str) -> web
         if isinstance(body, bytes) and response.content_type == "application/json":
             service.observe_view(claims.flow, json.loads(body))
         return response
-    if route in LIVE_ROUTES and request.match_info["flow"] == claims.flow:
+    if route in LIVE_ROUTES | WHEP_ROUTES and request.match_info["flow"] == claims.flow:
         return await handler(request)  # its cameras, live: what its wall shows
     if route in WHIP_ROUTES and request.match_info["flow"] == claims.flow:
         return await handler(request)  # a phone given the wall link publishes its camera

@@ -50,6 +50,7 @@ from mediaflow.server.openapi_parts import (
     text,
 )
 from mediaflow.server.openapi_timeline import timeline_ops, timeline_schemas
+from mediaflow.server.openapi_whep import whep_ops
 from mediaflow.server.openapi_whip import whip_ops
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.state import STATE
@@ -348,7 +349,7 @@ def _version() -> str:
 def document(settings: ServerSettings) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the app serving with ``settings``. Pure."""
     paths = _api_ops() | _flow_ops(settings) | _live_ops() | timeline_ops()
-    paths |= whip_ops()
+    paths |= whip_ops() | whep_ops()
     paths["/artifacts"] = {"put": _upload(digest=False)}
     paths["/artifacts/{digest}"] = _artifact_ops() | {"put": _upload(digest=True)}
     return {

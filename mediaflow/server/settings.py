@@ -60,6 +60,7 @@ class ServerSettings:
     link_max_s: float = 30 * DAY_S
     link_history: int = 1024
     export_max_s: float = DEFAULT_MAX_SPAN_S  # MEDIAFLOW_EXPORT_MAX_S: the longest export
+    whep_max_viewers: int = 10
 
     def __post_init__(self) -> None:
         if self.lock_reads and not self.token:
@@ -100,4 +101,5 @@ class ServerSettings:
             link_max_s=link_max_s,
             link_history=env_int("MEDIAFLOW_LINK_HISTORY", d.link_history, minimum=1),
             export_max_s=env_float(MAX_SPAN_ENV, d.export_max_s, minimum=1.0),
+            whep_max_viewers=env_int("MEDIAFLOW_WHEP_MAX_VIEWERS", d.whep_max_viewers),
         )

@@ -24,6 +24,7 @@ STATIC_FILES = {
     "text.js": _JS,
     "widget.js": _JS,
     "live.js": _JS,
+    "whep.js": _JS,
     "media.js": _JS,
     "text-widgets.js": _JS,
     "status.js": _JS,

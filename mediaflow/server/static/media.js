@@ -121,9 +121,21 @@
         return;
       }
       this.video.removeAttribute("data-digest");
-      this.player = new window.MediaflowWall.live.LivePlayer(this.video, this.liveBase, this.badge);
       this.badge.hidden = false;
       this.toLive.hidden = false;
+      // WebRTC (whep.js) where the browser and the server can; else LL-HLS (live.js).
+      const { whep } = window.MediaflowWall;
+      if (whep.supported()) {
+        this.player = new whep.WhepPlayer(this.video, this.liveBase.replace(/^\/live\//, "/whep/"), this.badge);
+        try {
+          await this.player.start();
+          return;
+        } catch (err) {
+          this.player.stop();
+          this.video.dataset.whepError = String(err.message || err);
+        }
+      }
+      this.player = new window.MediaflowWall.live.LivePlayer(this.video, this.liveBase, this.badge);
       try {
         await this.player.start();
       } catch (err) {

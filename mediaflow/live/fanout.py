@@ -1,0 +1,374 @@
+"""A camera's encoded frames and its microphone's Opus sound, handed to each WebRTC viewer.
+
+One :class:`VideoFanout` per watched feed listens to it once
+(:meth:`~mediaflow.live.hub.LiveFeed.listen`) and turns each H.264 frame into one
+Annex B access unit (the parameter sets before every keyframe, so a viewer can start
+at any of them) as an ``av.Packet`` on the 90 kHz clock: made once, shared by every
+viewer, never decoded or encoded again. One :class:`OpusFanout` per watched microphone
+encodes its sound to Opus once, on a thread of its own, while at least one viewer
+listens, and shares the packets the same way.
+
+Each viewer has a :class:`ViewerQueue`: bounded, with a named policy
+(:func:`admit`). Video that finds it full is dropped up to the next keyframe (a
+viewer that fell behind jumps to live at the next group of pictures, never decodes a
+frame whose reference it missed); so is video after :meth:`ViewerQueue.restart` (the
+viewer asked for a keyframe, RTCP PLI/FIR, and the live path cannot make one on
+demand: the camera's own encoder sets its groups of pictures). Sound that finds it
+full drops what waits. :meth:`ViewerQueue.stalled` says when a viewer has not taken
+anything for a while although something waits: the session drops such a viewer.
+
+Use from the event loop that owns the feed; nothing here blocks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+from typing import Any, TypeVar, assert_never
+
+import av
+import numpy as np
+
+from mediaflow.live.audio import LAYOUTS, Pcm
+from mediaflow.live.h264 import NAL_AUD, NAL_PPS, NAL_SPS, BitstreamError, nal_type
+from mediaflow.live.hub import LiveFeed
+from mediaflow.live.parts import VideoFrame
+from mediaflow.live.sound import LiveSound
+
+log = logging.getLogger("mediaflow.live.webrtc")
+
+VIDEO_CLOCK = Fraction(1, 90000)  # RTP's H.264 clock (RFC 6184 §8.2.1)
+OPUS_CLOCK = Fraction(1, 48000)  # RTP's Opus clock (RFC 7587 §4.1)
+# Two seconds of 30 fps video or 20 ms Opus packets waiting for one viewer's sender:
+# its loop takes each at once, so more than this waiting means it stopped taking.
+VIDEO_QUEUE_FRAMES = 60
+AUDIO_QUEUE_PACKETS = 100
+OPUS_BITS = 64000
+OPUS_PENDING_CHUNKS = 32  # microphone chunks waiting for the Opus thread: then dropped
+START_CODE = b"\x00\x00\x00\x01"
+_LEFT_OUT = frozenset({NAL_SPS, NAL_PPS, NAL_AUD})
+
+
+class QueueClosed(Exception):
+    """The viewer's queue was closed: its session ended."""
+
+
+class Admit(enum.Enum):
+    TAKE = "take"
+    DROP = "drop"  # this one only
+    FLUSH = "flush"  # this one and everything waiting; video then waits for a keyframe
+
+
+def admit(*, depth: int, capacity: int, keyframe: bool, waiting_keyframe: bool) -> Admit:
+    """What a viewer's queue does with the next item. Pure.
+
+    An item that finds the queue full flushes it: what waits is older than live by
+    the whole queue. Video then waits for its next keyframe (``waiting_keyframe``)
+    and drops everything before it; sound items are all "keyframes"."""
+    if depth >= capacity:
+        return Admit.FLUSH
+    if waiting_keyframe and not keyframe:
+        return Admit.DROP
+    return Admit.TAKE
+
+
+class ViewerQueue:
+    """One viewer's hand-off (module doc): the fanout offers, the viewer's sender takes."""
+
+    def __init__(self, capacity: int, *, video: bool) -> None:
+        self.capacity = capacity
+        self.video = video
+        self.waiting_keyframe = video  # a new viewer starts at a keyframe
+        self.offered = 0
+        self.taken = 0
+        self.dropped = 0
+        self.restarts = 0  # keyframes asked for (RTCP PLI/FIR)
+        self.max_depth = 0
+        self.taken_at = time.monotonic()
+        self._items: deque[Any] = deque()
+        self._ready = asyncio.Event()
+        self._closed = False
+
+    def offer(self, item: Any, *, keyframe: bool) -> None:
+        """Queue ``item`` by :func:`admit`; never blocks, never grows past ``capacity``."""
+        if self._closed:
+            return
+        self.offered += 1
+        decision = admit(
+            depth=len(self._items),
+            capacity=self.capacity,
+            keyframe=keyframe,
+            waiting_keyframe=self.waiting_keyframe,
+        )
+        match decision:
+            case Admit.TAKE:
+                pass
+            case Admit.DROP:
+                self.dropped += 1
+                return
+            case Admit.FLUSH:
+                self.dropped += len(self._items)
+                self._items.clear()
+                self.waiting_keyframe = self.video
+                if self.video and not keyframe:
+                    self.dropped += 1
+                    return
+            case _:
+                assert_never(decision)
+        self.waiting_keyframe = False
+        self._items.append(item)
+        self.max_depth = max(self.max_depth, len(self._items))
+        self._ready.set()
+
+    async def get(self) -> Any:
+        """The next item; waits for one. Raises :class:`QueueClosed` once closed."""
+        while not self._items:
+            if self._closed:
+                raise QueueClosed
+            self._ready.clear()
+            await self._ready.wait()
+        self.taken += 1
+        self.taken_at = time.monotonic()
+        return self._items.popleft()
+
+    def restart(self) -> None:
+        """Drop what waits and go on at the next keyframe (the viewer lost a picture)."""
+        self.restarts += 1
+        if self.video:
+            self.dropped += len(self._items)
+            self._items.clear()
+            self.waiting_keyframe = True
+
+    def stalled(self, now: float, limit_s: float) -> bool:
+        """Whether something waits and nothing was taken for ``limit_s``."""
+        return bool(self._items) and now - self.taken_at > limit_s
+
+    @property
+    def depth(self) -> int:
+        return len(self._items)
+
+    def close(self) -> None:
+        self._closed = True
+        self._items.clear()
+        self._ready.set()
+
+
+def access_unit(extradata: bytes, frame: VideoFrame) -> bytes:
+    """``frame`` as one Annex B access unit: a keyframe behind the parameter sets in
+    ``extradata`` (Annex B) so a decoder can start there, without delimiters and
+    without the parameter sets a frame may carry in-band (sent once, up front).
+    Raises :class:`~mediaflow.live.h264.BitstreamError` for a malformed sample."""
+    sample = frame.as_sample()
+    out = bytearray(extradata if frame.keyframe else b"")
+    position = 0
+    while position < len(sample):
+        if position + 4 > len(sample):
+            raise BitstreamError("a NAL length runs past the end of the sample")
+        size = int.from_bytes(sample[position : position + 4], "big")
+        nal = sample[position + 4 : position + 4 + size]
+        if size == 0 or len(nal) != size:
+            raise BitstreamError("a NAL length runs past the end of the sample")
+        if nal_type(nal) not in _LEFT_OUT:
+            out += START_CODE + nal
+        position += 4 + size
+    return bytes(out)
+
+
+class Fanout:
+    """What the registry and the sessions see of a fanout: its viewers' queues."""
+
+    def __init__(self) -> None:
+        self.viewers: set[ViewerQueue] = set()
+
+    def leave(self, queue: ViewerQueue) -> None:
+        queue.close()
+        self.viewers.discard(queue)
+
+    def close(self) -> None:
+        for queue in list(self.viewers):
+            self.leave(queue)
+
+
+F = TypeVar("F", bound=Fanout)
+
+
+class VideoFanout(Fanout):
+    """One feed's frames to its viewers (module doc)."""
+
+    def __init__(self, feed: LiveFeed) -> None:
+        super().__init__()
+        self.feed = feed
+        self.frames = 0  # access units made (once each, whatever the number of viewers)
+        self.malformed = 0
+        self._origin: float | None = None
+        self._stop = feed.listen(self._take)
+
+    def join(self) -> ViewerQueue:
+        queue = ViewerQueue(VIDEO_QUEUE_FRAMES, video=True)
+        self.viewers.add(queue)
+        return queue
+
+    def close(self) -> None:
+        self._stop()
+        super().close()
+
+    def _take(self, extradata: bytes, frame: VideoFrame) -> None:
+        if not self.viewers or (self._origin is None and not frame.keyframe):
+            return
+        try:
+            data = access_unit(extradata, frame)
+        except BitstreamError:
+            self.malformed += 1
+            return
+        if self._origin is None:
+            self._origin = frame.time_s
+        packet = av.Packet(data)
+        # RTP carries presentation times: a camera's B-frames show ``offset_s`` later.
+        packet.pts = round((frame.time_s + frame.offset_s - self._origin) / VIDEO_CLOCK)
+        packet.time_base = VIDEO_CLOCK
+        self.frames += 1
+        for queue in self.viewers:
+            queue.offer(packet, keyframe=frame.keyframe)
+
+
+class OpusEncoder:
+    """s16 PCM at any rate in, 20 ms Opus packets at 48 kHz stereo out. Blocking: run
+    it on a thread. A change of rate or channels starts a new encoder, whose packets
+    go on from the last one's time (a viewer's RTP clock never steps back)."""
+
+    def __init__(self) -> None:
+        self._context: Any = None
+        self._sound: tuple[int, int] | None = None
+        self._samples = 0  # taken by the current encoder, at its input rate
+        self._base = 0  # the current encoder's first pts, at 48 kHz
+
+    def encode(self, pcm: Pcm, rate: int, channels: int) -> list[tuple[int, bytes]]:
+        """``pcm`` shaped ``(frames, channels)``; the (pts at 48 kHz, packet) pairs done.
+        Raises ``ValueError`` for sound Opus cannot carry as it is (over two channels)."""
+        if self._sound != (rate, channels):
+            self._open(rate, channels)
+        frame = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(pcm, dtype=np.int16).reshape(1, -1),
+            format="s16",
+            layout=LAYOUTS[channels],
+        )
+        frame.sample_rate = rate
+        frame.pts, frame.time_base = self._samples, Fraction(1, rate)
+        self._samples += int(pcm.shape[0])
+        return [
+            (self._base + int(p.pts), bytes(p))
+            for p in self._context.encode(frame)
+            if p.pts is not None
+        ]
+
+    def _open(self, rate: int, channels: int) -> None:
+        if channels not in LAYOUTS:
+            raise ValueError(f"live sound is mono or stereo; got {channels} channels")
+        if self._sound is not None:
+            self._base += round(self._samples * 48000 / self._sound[0]) + 960
+        context = av.CodecContext.create("libopus", "w")
+        context.sample_rate = 48000
+        context.layout = "stereo"  # what WebRTC's opus/48000/2 describes
+        context.format = "s16"
+        context.bit_rate = OPUS_BITS
+        context.time_base = OPUS_CLOCK
+        context.open()
+        self._context, self._sound, self._samples = context, (rate, channels), 0
+
+
+class OpusFanout(Fanout):
+    """One microphone's sound, encoded to Opus once while viewers listen (module doc)."""
+
+    def __init__(self, sound: LiveSound) -> None:
+        super().__init__()
+        self.sound = sound
+        self.encoded = 0  # Opus packets made (once each, whatever the number of viewers)
+        self.dropped = 0  # chunks left out: the encoder fell behind
+        self.failed: str | None = None
+        self._encoder = OpusEncoder()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"opus {sound.name}")
+        self._pending = 0
+        self._loop = asyncio.get_running_loop()
+        sound.listeners.append(self._take)
+
+    def join(self) -> ViewerQueue:
+        queue = ViewerQueue(AUDIO_QUEUE_PACKETS, video=False)
+        self.viewers.add(queue)
+        return queue
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.sound.listeners.remove(self._take)
+        super().close()
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+    def _take(self, pcm: Pcm, rate: int, channels: int, captured_at: float) -> None:
+        if not self.viewers or self.failed is not None:
+            return
+        if self._pending >= OPUS_PENDING_CHUNKS:
+            self.dropped += 1
+            return
+        self._pending += 1
+        encoder = self._encoder
+        future = self._loop.run_in_executor(self._thread, encoder.encode, pcm, rate, channels)
+        future.add_done_callback(self._hand_out)
+
+    def _hand_out(self, future: asyncio.Future[list[tuple[int, bytes]]]) -> None:
+        self._pending -= 1
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            self.failed = str(error)
+            log.warning("WebRTC sound of %s stops: %s", self.sound.name, error)
+            return
+        for pts, data in future.result():
+            packet = av.Packet(data)
+            packet.pts, packet.time_base = pts, OPUS_CLOCK
+            self.encoded += 1
+            for queue in self.viewers:
+                queue.offer(packet, keyframe=True)
+
+
+class FanoutRegistry:
+    """The fanouts of the feeds and microphones being watched, made on the first
+    viewer and closed with the last (:meth:`release`)."""
+
+    def __init__(self) -> None:
+        self.video: dict[int, VideoFanout] = {}
+        self.sound: dict[int, OpusFanout] = {}
+
+    def video_of(self, feed: LiveFeed) -> VideoFanout:
+        if id(feed) not in self.video:
+            self.video[id(feed)] = VideoFanout(feed)
+        return self.video[id(feed)]
+
+    def sound_of(self, sound: LiveSound) -> OpusFanout:
+        if id(sound) not in self.sound:
+            self.sound[id(sound)] = OpusFanout(sound)
+        return self.sound[id(sound)]
+
+    def all(self) -> list[Fanout]:
+        return [*self.video.values(), *self.sound.values()]
+
+    def release(self) -> None:
+        """Close the fanouts nobody watches any more."""
+        _release(self.video, everyone=False)
+        _release(self.sound, everyone=False)
+
+    def close(self) -> None:
+        _release(self.video, everyone=True)
+        _release(self.sound, everyone=True)
+
+
+def _release(table: dict[int, F], *, everyone: bool) -> None:
+    for key, fanout in list(table.items()):
+        if everyone or not fanout.viewers:
+            fanout.close()
+            del table[key]
