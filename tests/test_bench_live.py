@@ -29,7 +29,7 @@ from bench.live.hls import (
     parse_playlist,
 )
 from bench.live.judge import figures, quantiles, report, spread, verdict
-from bench.live.run import RunConfig, RunResult, ViewerWindow, run_once
+from bench.live.run import RunConfig, RunResult, ViewerWindow, WhepWindow, run_once
 from bench.live.sync import (
     Decoded,
     Event,
@@ -46,6 +46,7 @@ from bench.live.sync import (
     stream_origin,
     video_onsets,
 )
+from bench.live.webrtc import derive, unwrap
 from mediaflow.flows import load_flow
 from mediaflow.live import Sample, TrackRun, fragment
 from tests.live_helpers import tool
@@ -258,7 +259,62 @@ def made_up_run(index: int, idle: float, many: float) -> RunResult:
     run.browser = BrowserResult(latencies=[1.0] * 96 + [1.4] * 4, usage=Usage(20.0, 0.5, 1.5))
     run.peer = PeerResult(Usage(20.0, 0.3, 1.0), lags=[0.15, 0.16, 0.2], segments=3)
     run.clip_offsets = [-0.1, -0.1, -0.099]
+    run.whep = WhepWindow(10, Usage(20.0, idle + 0.02, 1.1))
+    run.whep_again = WhepWindow(10, Usage(20.0, idle + 0.04, 1.1))
+    run.browser_webrtc = BrowserResult(
+        "webrtc",
+        latencies=[0.2] * 95 + [0.25] * 5,
+        to_browser=[0.1] * 100,
+        in_browser=[0.1] * 95 + [0.15] * 5,
+        rtp_stats={"jitterBufferDelay": 8.0, "jitterBufferEmittedCount": 100.0},
+        usage=Usage(20.0, 0.45, 1.5),
+    )
     return run
+
+
+def test_webrtc_figures() -> None:
+    got = figures(made_up_run(1, 0.40, 0.43), viewers=10)
+    assert got["webrtc_p50"] == 0.2 and got["webrtc_p95"] == 0.2 and got["webrtc_max"] == 0.25
+    assert got["webrtc_to_browser"] == 0.1 and got["webrtc_in_browser_p95"] == 0.1
+    assert got["webrtc_jitter_buffer"] == pytest.approx(0.08)
+    assert got["cpu_whep"] == pytest.approx(0.43)
+    assert got["cpu_whep_added"] == pytest.approx(0.03)
+    assert got["cpu_whep_increase"] == pytest.approx(0.075)
+
+
+def shown_frames(
+    anchor: float, rtp0: int, seconds: float, delay: float, shown_after: float
+) -> list[list[float]]:
+    """What the page collects of a 30 fps camera whose flash lights source seconds'
+    first three frames: [rtp, shown at, received at, brightness] per frame."""
+    frames = []
+    for n in range(round(seconds * 30)):
+        source = 0.5 + n / 30  # the stream starts mid-second, as a viewer joins
+        lit = (source % 1.0) < 0.1 - 1e-9
+        received = anchor + source + delay
+        rtp = (rtp0 + round(n * 3000)) % 2**32
+        frames.append([rtp, received + shown_after, received, 235.0 if lit else 40.0])
+    return frames
+
+
+def test_webrtc_frames_are_placed_on_the_capture_clock_by_their_flashes() -> None:
+    anchor = 1_800_000_000.25
+    frames = shown_frames(anchor, 2**32 - 30_000, 5.0, delay=0.12, shown_after=0.08)
+    derived = derive(frames, anchor)
+    assert derived.error is None and derived.flashes == 5
+    assert derived.origin_spread == pytest.approx(0.0, abs=1e-6)
+    assert derived.latencies == pytest.approx([0.2] * len(frames), abs=1e-6)
+    assert derived.to_browser == pytest.approx([0.12] * len(frames), abs=1e-6)
+    assert derived.in_browser == pytest.approx([0.08] * len(frames), abs=1e-6)
+    no_flash = [[rtp, shown, got, 40.0] for rtp, shown, got, _ in frames]
+    assert derive(no_flash, anchor).error == "no flash found in 150 frames shown"
+
+
+def test_rtp_timestamps_unwrap_across_32_bits() -> None:
+    assert unwrap([2**32 - 3000, 0, 3000]).tolist() == pytest.approx(
+        [0, 3000 / 90000, 6000 / 90000]
+    )
+    assert unwrap([6000, 3000]).tolist() == pytest.approx([0, -3000 / 90000])
 
 
 def test_a_run_s_figures_and_the_report() -> None:
@@ -278,6 +334,8 @@ def test_a_run_s_figures_and_the_report() -> None:
     assert "camera + microphone against their capture facts (median): not measured" in text
     assert "against the file (median): MISSED" in text
     assert "ten viewers add < 10 % CPU (vs no viewer): MET" in text
+    assert "WebRTC (WHEP) glass-to-glass p95 ≤ 300 ms (Chromium): MET" in text
+    assert "ten WHEP viewers add < 10 % CPU (vs no viewer): MET" in text
 
 
 def test_the_flows_load(tmp_path: Path) -> None:
@@ -315,7 +373,14 @@ def test_one_short_run_measures_every_section(tmp_path: Path) -> None:
     assert got["av_offset_abs"] is not None and got["av_offset_abs"] < 0.5
     assert run.clip_offsets, "no flash and beep found in the file's live stream"
     assert run.peer is not None and run.peer.segments >= 3
+    assert run.whep is not None and run.whep.usage is not None and not run.whep.errors, run.whep
+    assert run.whep.counts["video"]["frames"] > 0, run.whep.counts
+    assert got["cpu_whep_increase"] is not None
     if config.browser:
         assert run.browser is not None and run.browser.error is None, run.browser
         assert len(run.browser.latencies) > 10
         assert 0.0 < got["latency_p50"] < 5.0  # type: ignore[operator]
+        web = run.browser_webrtc  # the wall played WebRTC, and a flash placed its frames
+        assert web is not None and web.error is None and web.transport == "webrtc", web
+        assert web.flashes >= 1 and len(web.latencies) > 10
+        assert 0.0 < got["webrtc_p50"] < 2.0  # type: ignore[operator]

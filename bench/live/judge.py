@@ -75,6 +75,19 @@ def figures(run: RunResult, viewers: int) -> Figures:
     got: Figures = {}
     lat = quantiles(run.browser.latencies) if run.browser else None
     got["latency_p50"], got["latency_p95"], got["latency_max"] = lat or (None, None, None)
+    web = run.browser_webrtc
+    lat = quantiles(web.latencies) if web else None
+    got["webrtc_p50"], got["webrtc_p95"], got["webrtc_max"] = lat or (None, None, None)
+    if web is not None and web.latencies:
+        got["webrtc_to_browser"] = _median(web.to_browser)
+        got["webrtc_to_browser_p95"] = percentile(sorted(web.to_browser), 95)
+        got["webrtc_in_browser"] = _median(web.in_browser)
+        got["webrtc_in_browser_p95"] = percentile(sorted(web.in_browser), 95)
+        emitted = web.rtp_stats.get("jitterBufferEmittedCount", 0.0)
+        got["webrtc_jitter_buffer"] = (
+            web.rtp_stats["jitterBufferDelay"] / emitted if emitted > 0 else None
+        )
+        got["webrtc_flashes"] = float(web.flashes)
     sync = run.sync
     if sync is not None:
         video = [e.error for e in sync.video]
@@ -111,6 +124,14 @@ def figures(run: RunResult, viewers: int) -> Figures:
     got["cpu_increase"] = many / idle - 1 if many is not None and idle else None
     got["cpu_vs_peer"] = one / peer if one is not None and peer else None
     got["cpu_idle_vs_peer"] = idle / peer if idle is not None and peer else None
+    whep = _mean([w.usage.cores if w and w.usage else None for w in (run.whep, run.whep_again)])
+    got["cpu_whep"] = whep
+    got["cpu_whep_first"] = run.whep.usage.cores if run.whep and run.whep.usage else None
+    again = run.whep_again
+    got["cpu_whep_again"] = again.usage.cores if again and again.usage else None
+    got["cpu_whep_added"] = whep - idle if whep is not None and idle is not None else None
+    got["cpu_whep_increase"] = whep / idle - 1 if whep is not None and idle else None
+    got["cpu_wall_webrtc"] = web.usage.cores if web and web.usage else None
     one_lags = run.one.lags if run.one else []
     many_lags = run.many.lags if run.many else []
     peer_lags = run.peer.lags if run.peer else []
@@ -170,6 +191,8 @@ TARGETS = (
         ms,
     ),
     Target("ten viewers add < 10 % CPU (vs no viewer)", "cpu_increase", 0.10, pct),
+    Target("WebRTC (WHEP) glass-to-glass p95 ≤ 300 ms (Chromium)", "webrtc_p95", 0.300, ms),
+    Target("ten WHEP viewers add < 10 % CPU (vs no viewer)", "cpu_whep_increase", 0.10, pct),
 )
 
 
@@ -210,6 +233,23 @@ def report(runs: Sequence[RunResult], viewers: int, heading: str) -> str:
         [("latency_p50", secs), ("latency_p95", secs), ("latency_max", secs)],
         [("p50", "latency_p50", secs), ("p95", "latency_p95", secs)],
     )
+    section(
+        "WebRTC (WHEP) in the same run: glass-to-glass in Chromium (capture times from the"
+        " flashes), its halves (to the browser: received - captured; in the browser:"
+        " shown - received), Chromium's mean jitter-buffer delay; the flow's CPU with"
+        f" {viewers} WHEP viewers (aiortc, not decoding; the mean of two windows)",
+        ["p50", "p95", "max", "to browser p50", "p95", "in browser p50", "p95",
+         "jitter buffer", "flashes", "wall (cores)", f"{viewers} WHEP (cores)",
+         "added (cores)", "vs no viewer"],
+        [("webrtc_p50", ms), ("webrtc_p95", ms), ("webrtc_max", ms),
+         ("webrtc_to_browser", ms), ("webrtc_to_browser_p95", ms),
+         ("webrtc_in_browser", ms), ("webrtc_in_browser_p95", ms),
+         ("webrtc_jitter_buffer", ms), ("webrtc_flashes", count),
+         ("cpu_wall_webrtc", cores), ("cpu_whep", cores), ("cpu_whep_added", cores),
+         ("cpu_whep_increase", pct)],
+        [("p50", "webrtc_p50", ms), ("p95", "webrtc_p95", ms),
+         (f"{viewers} WHEP viewers vs no viewer", "cpu_whep_increase", pct)],
+    )  # fmt: skip
     section(
         "A/V sync in the live stream: camera + microphone (observed - made, per flash and beep;"
         " offset = audio - video, + is sound late) and a file's own picture and sound"
@@ -296,18 +336,29 @@ def notes_of(runs: Sequence[RunResult]) -> list[str]:
                     f"{tag} {window.viewers} viewer(s): {holes} parts missed, "
                     f"{len(errors)} errors {errors[:3]}"
                 )
-        if run.browser is not None:
-            b = run.browser
-            if b.error or b.player_error or b.console_errors or b.jumps:
+        for b in (run.browser, run.browser_webrtc):
+            if b is not None and (b.error or b.player_error or b.console_errors or b.jumps):
                 notes.append(
-                    f"{tag} wall: {b.error or ''} player error {b.player_error}, "
-                    f"{b.jumps} jumps, console {b.console_errors[:3]}"
+                    f"{tag} wall ({b.transport}): {b.error or ''} player error "
+                    f"{b.player_error}, {b.jumps} jumps, console {b.console_errors[:3]}"
                 )
+        for w in (run.whep, run.whep_again):
+            if w is not None and w.errors:
+                notes.append(f"{tag} {w.viewers} WHEP viewers: errors {w.errors[:3]}")
+        web = run.browser_webrtc
+        if web is not None and web.origin_spread is not None and web.origin_spread > 0.05:
+            notes.append(f"{tag} WebRTC: the flashes' origins spread {web.origin_spread:.3f} s")
         if run.peer is not None and run.peer.error:
             notes.append(f"{tag} peer: {run.peer.error}")
-        windows = (run.idle, run.one and run.one.usage, run.many and run.many.usage)
+        windows = (
+            run.idle,
+            run.whep and run.whep.usage,
+            run.one and run.one.usage,
+            run.many and run.many.usage,
+        )
+        after = (run.idle_after, run.whep_again and run.whep_again.usage)
         again = run.many_again and run.many_again.usage
-        usages = [u for u in (*windows, run.idle_after, again, run.idle_last) if u]
+        usages = [u for u in (*windows, *after, again, run.idle_last) if u]
         if usages:
             machine = ", ".join(f"{u.machine:.2f}" for u in usages)
             notes.append(f"{tag} machine busy cores in the CPU windows: {machine}")

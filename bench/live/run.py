@@ -8,17 +8,23 @@ viewer came (a feed read in the last 10 s is *watched*):
 1. waits for the camera's segments and the microphone's chunks, and reads the
    sources' ``captured_at - pts`` from the flow API for ``warmup_s``;
 2. measures the flow's CPU with no viewer (nothing has read ``/live`` yet);
-3. starts one HLS viewer in a process of its own (:mod:`bench.live.hls`), which
+3. with ``webrtc``: ``viewers`` WHEP viewers in a process of their own
+   (:mod:`bench.live.whep`: aiortc receiving, not decoding), the CPU after
+   ``settle_s``; first, because a WHEP viewer does not make the feed *watched*
+   (its AAC encode), while an HLS viewer does for ``WATCH_S`` after its last read;
+4. starts one HLS viewer in a process of its own (:mod:`bench.live.hls`), which
    records the stream, and measures the CPU after ``settle_s``;
-4. the same with ``viewers`` viewers (none records);
-5. opens the wall in headless Chromium (:mod:`bench.live.browser`);
-6. once nobody has read the feed for ``WATCH_S`` (the sound is silent again),
+5. the same with ``viewers`` viewers (none records);
+6. opens the wall in headless Chromium (:mod:`bench.live.browser`) as ``/?live=hls``
+   (LL-HLS), then with ``webrtc`` as ``/`` (WHEP);
+7. once nobody has read the feed for ``WATCH_S`` (the sound is silent again),
    measures the CPU with no viewer a second time: the two bracket the viewers'
-   windows, so a machine whose load drifts shows it;
-7. stops the flow and decodes the recording (:mod:`bench.live.sync`);
-8. replays a clip whose flashes and beeps are made together with the file connector
+   windows, so a machine whose load drifts shows it; with ``webrtc``, the WHEP
+   viewers' window once more, before the HLS viewers' second one;
+8. stops the flow and decodes the recording (:mod:`bench.live.sync`);
+9. replays a clip whose flashes and beeps are made together with the file connector
    (its own sound live) and records it with one viewer (:func:`clip_offsets`);
-9. runs the peer, ffmpeg's HLS muxer, alone (:func:`bench.live.cpu.run_peer`).
+10. runs the peer, ffmpeg's HLS muxer, alone (:func:`bench.live.cpu.run_peer`).
 
 Each step that fails is noted in :attr:`RunResult.errors` and the run goes on.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -72,6 +79,7 @@ class RunConfig:
     browser: bool = True
     peer: bool = True
     idle_after: bool = True  # a second window with no viewer, once the feed is unwatched
+    webrtc: bool = True  # the wall over WHEP too, and WHEP viewers' CPU windows
     clip_s: float = 12.0  # how long the file's live stream is recorded
 
 
@@ -89,6 +97,20 @@ class ViewerWindow:
 
 
 @dataclass
+class WhepWindow:
+    """A window with WHEP viewers (:mod:`bench.live.whep`): the flow's CPU, what they got."""
+
+    viewers: int
+    usage: Usage | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)  # per viewer
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # frames and bytes, all
+
+    @property
+    def errors(self) -> list[str]:
+        return [e for viewer in self.results for e in viewer.get("errors", [])]
+
+
+@dataclass
 class RunResult:
     index: int
     idle: Usage | None = None  # no viewer
@@ -100,7 +122,10 @@ class RunResult:
     # windows that alternate.
     many_again: ViewerWindow | None = None
     idle_last: Usage | None = None
-    browser: BrowserResult | None = None
+    browser: BrowserResult | None = None  # the wall over LL-HLS
+    whep: WhepWindow | None = None  # WHEP viewers, before the HLS ones
+    whep_again: WhepWindow | None = None  # and after the second idle window
+    browser_webrtc: BrowserResult | None = None  # the wall over WHEP
     sync: SyncResult | None = None
     clip_offsets: list[float] | None = None  # a file's own sound against its picture
     peer: PeerResult | None = None
@@ -181,6 +206,31 @@ def viewers_window(
     return window
 
 
+def whep_window(pid: int, base: str, count: int, config: RunConfig) -> WhepWindow:
+    """``count`` WHEP viewers of ``base`` (``.../whep/{flow}/{node}``) in a child
+    process; the flow's CPU once they settled. Raises ``RuntimeError`` if they could not
+    watch."""
+    window = WhepWindow(count)
+    seconds = config.settle_s + config.seconds + 1.0
+    command = [sys.executable, "-m", "bench.live.whep", "--url", base]
+    command += ["--viewers", str(count), "--seconds", f"{seconds:g}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(config.settle_s)
+        window.usage = measure(pid, config.seconds)
+        out, err = proc.communicate(timeout=seconds + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    result = parse_result(out)
+    if result is None or "error" in result:
+        reason = result["error"] if result else f"exit {proc.returncode}: {err[-300:]}"
+        raise RuntimeError(f"{count} WHEP viewer(s): {reason}")
+    window.results, window.counts = result["viewers"], result["counts"]
+    return window
+
+
 def clip_offsets(clip: Path, flow: LiveFlow, config: RunConfig, workdir: Path) -> list[float]:
     """The clip replayed live with its own sound (:func:`bench.live.flow.make_clip`),
     recorded by one viewer: ``beep - flash`` per second. Raises what the steps raise."""
@@ -208,7 +258,7 @@ def run_once(
     recording = workdir / "viewer.mp4"
     flow_file = write_flow(workdir / "flow", flow)
     found: dict[str, list[float]] = {CAMERA: [], MICROPHONE: []}
-    limit = config.warmup_s + 8 * (config.seconds + config.settle_s) + 2 * WATCH_S + 240
+    limit = config.warmup_s + 11 * (config.seconds + config.settle_s) + 2 * WATCH_S + 300
     with FlowProcess(flow_file, workdir / "data", NO_SWEEP, limit_s=limit) as proc:
         try:
             url = proc.wait_serving(timeout_s=90)
@@ -217,12 +267,21 @@ def run_once(
             say(f"   measuring {config.seconds:g} s with no viewer")
             result.idle = measure(proc.pid, config.seconds)
             base = f"{url}/live/{FLOW_NAME}/{CAMERA}"
+            whep = f"{url}/whep/{FLOW_NAME}/{CAMERA}"
+            if config.webrtc:
+                say(f"   {config.viewers} WHEP viewers")
+                result.whep = whep_window(proc.pid, whep, config.viewers, config)
             say("   1 HLS viewer (recording the stream)")
             result.one = viewers_window(proc.pid, base, 1, config, recording)
             say(f"   {config.viewers} HLS viewers")
             result.many = viewers_window(proc.pid, base, config.viewers, config, None)
             if config.browser:
                 result.browser = browser_window(url, proc.pid, config, say)
+                if config.webrtc:
+                    anchor = statistics.median(found[CAMERA]) if found[CAMERA] else None
+                    result.browser_webrtc = browser_window(
+                        url, proc.pid, config, say, "webrtc", anchor
+                    )
             more = anchors(fetch_json(f"{url}/api/flows/{FLOW_NAME}"))
             found = {name: found[name] + more[name] for name in found}
             if config.idle_after:
@@ -231,6 +290,9 @@ def run_once(
                 )
                 time.sleep(WATCH_S + 1.0)
                 result.idle_after = measure(proc.pid, config.seconds)
+                if config.webrtc:
+                    say(f"   {config.viewers} WHEP viewers again")
+                    result.whep_again = whep_window(proc.pid, whep, config.viewers, config)
                 say(f"   {config.viewers} HLS viewers again, then no viewer again")
                 result.many_again = viewers_window(proc.pid, base, config.viewers, config, None)
                 time.sleep(WATCH_S + 1.0)
@@ -259,10 +321,26 @@ def run_once(
 
 
 def browser_window(
-    url: str, pid: int, config: RunConfig, say: Callable[[str], None]
+    url: str,
+    pid: int,
+    config: RunConfig,
+    say: Callable[[str], None],
+    transport: str = "hls",
+    anchor: float | None = None,
 ) -> BrowserResult:
+    """The wall over LL-HLS (``hls``) or WHEP (``webrtc``, which needs the camera's
+    ``captured_at - pts`` as ``anchor``)."""
     reason = unavailable()
     if reason is not None:
-        return BrowserResult(error=f"Chromium unavailable: {reason}")
-    say("   the wall in Chromium")
-    return asyncio.run(wall_latency(url, warmup_s=config.warmup_s, seconds=config.seconds, pid=pid))
+        return BrowserResult(transport, error=f"Chromium unavailable: {reason}")
+    say(f"   the wall in Chromium ({'WebRTC' if transport == 'webrtc' else 'LL-HLS'})")
+    return asyncio.run(
+        wall_latency(
+            url,
+            warmup_s=config.warmup_s,
+            seconds=config.seconds,
+            pid=pid,
+            transport=transport,
+            anchor=anchor,
+        )
+    )
