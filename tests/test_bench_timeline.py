@@ -8,6 +8,7 @@ not the test's; that its own exports are frame-exact and in step with the sound 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -86,4 +87,7 @@ def test_a_tiny_motion_run_sees_the_box_and_times_both_sides(
     # frame only sets the background, and the trail the box leaves in the background
     # moves for a while after it has gone.
     assert size["frames"] == 50 and 30 <= size["moving_frames"][0] <= 49, size
-    assert size["ours_cpu_per_s"]["median"] > 0 and size["ffmpeg_cpu_per_s"]["median"] > 0
+    # Both sides were timed. The peer's figure is ffmpeg's CPU less its start-up, each
+    # measured once: on 50 tiny frames the difference is within the noise, either sign.
+    assert size["ours_cpu_per_s"]["median"] > 0
+    assert math.isfinite(size["ffmpeg_cpu_per_s"]["median"])
