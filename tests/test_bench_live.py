@@ -383,4 +383,4 @@ def test_one_short_run_measures_every_section(tmp_path: Path) -> None:
         web = run.browser_webrtc  # the wall played WebRTC, and a flash placed its frames
         assert web is not None and web.error is None and web.transport == "webrtc", web
         assert web.flashes >= 1 and len(web.latencies) > 10
-        assert 0.0 < got["webrtc_p50"] < 2.0  # type: ignore[operator]
+        assert 0.0 < got["webrtc_p50"] < 5.0  # type: ignore[operator]
