@@ -3,6 +3,7 @@ port to give one, and stopping one the way an operator would, then for good."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -30,3 +31,11 @@ def stop_child(proc: subprocess.Popen[bytes] | None, timeout_s: float = STOP_S) 
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any ``MEDIAFLOW_*`` or ``ARTIFACT_*``, plus ``extra``:
+    a child runs with the settings the benchmark gives it, not the caller's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDIAFLOW_", "ARTIFACT_"))}
+    env.update(extra)
+    return env

@@ -11,7 +11,6 @@ stdout (``--jsonl``) to another. Methods block.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -20,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._lib.children import HOST, free_port, stop_child
+from bench._lib.children import HOST, clean_env, free_port, stop_child
 from bench._lib.common import REPO_ROOT
 
 START_S = 60.0
@@ -95,7 +94,7 @@ class Service:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         log = self.directory.parent / f"service-{self.starts}.log"
-        env = _env(MEDIAFLOW_TOKEN=TOKEN, ARTIFACT_GC_INTERVAL_S="0")
+        env = clean_env(MEDIAFLOW_TOKEN=TOKEN, ARTIFACT_GC_INTERVAL_S="0")
         argv = [sys.executable, "-m", "mediaflow", "serve", "--port", str(self.port)]
         with log.open("wb") as stderr:
             self.proc = subprocess.Popen(
@@ -126,7 +125,7 @@ class FlowRun:
             self.proc = subprocess.Popen(
                 [*argv, "--port", "0", "--jsonl", *args],
                 cwd=REPO_ROOT,
-                env=_env(**env),
+                env=clean_env(**env),
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
@@ -150,12 +149,6 @@ class FlowRun:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDIAFLOW_", "ARTIFACT_"))}
-    env.update(extra)
-    return env
 
 
 def _wait_for_url(proc: subprocess.Popen[bytes], log: Path) -> str:

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._lib.children import HOST, free_port, stop_child
+from bench._lib.children import HOST, clean_env, free_port, stop_child
 from bench._lib.common import REPO_ROOT
 
 START_S = 30.0
@@ -87,13 +87,6 @@ class Broker:
         """SIGTERM: it saves its persistence file, then exits."""
         stop_child(self.proc)
         self.proc = None
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without any ``MEDIAFLOW_*`` or ``ARTIFACT_*``, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDIAFLOW_", "ARTIFACT_"))}
-    env.update(extra)
-    return env
 
 
 class Receiver:
