@@ -27,8 +27,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from connectors._whip_decode import LatestFrames, bound_decoding
 from devices import AudioInput, DeviceNotFound
 from devices.track_input import TrackVideoInput, open_track_audio, open_track_video
 from mediaflow.ingest import IngestRefused
@@ -66,8 +67,16 @@ def aiortc_missing() -> str | None:
     return None
 
 
-async def answer_offer(sdp: str) -> tuple[RTCPeerConnection, list[Any], str]:
-    """A peer connection for the offer ``sdp``, its received tracks and its answer.
+class Answered(NamedTuple):
+    pc: RTCPeerConnection
+    tracks: list[Any]  # what the publisher sends, as aiortc's received tracks
+    sdp: str  # the answer
+    decoding: list[LatestFrames]  # the receivers' bounded decoding queues
+
+
+async def answer_offer(sdp: str) -> Answered:
+    """A peer connection for the offer ``sdp``, its received tracks, its answer and
+    its receivers' decoding queues (bounded: :mod:`connectors._whip_decode`).
 
     Raises :class:`IngestRefused` (400) for anything that cannot be answered: not an
     SDP offer, nothing to receive, a negotiation aiortc refuses or that takes longer
@@ -88,6 +97,7 @@ async def answer_offer(sdp: str) -> tuple[RTCPeerConnection, list[Any], str]:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
             if not tracks:
                 raise IngestRefused(400, "the offer sends no audio or video")
+            decoding = bound_decoding(pc)  # before it connects
             await pc.setLocalDescription(await pc.createAnswer())
     except IngestRefused:
         await pc.close()
@@ -96,7 +106,7 @@ async def answer_offer(sdp: str) -> tuple[RTCPeerConnection, list[Any], str]:
         await pc.close()
         reason = f"the offer cannot be answered: {type(exc).__name__}: {exc}"
         raise IngestRefused(400, reason) from exc
-    return pc, tracks, pc.localDescription.sdp
+    return Answered(pc, tracks, pc.localDescription.sdp, decoding)
 
 
 @dataclass(eq=False)
@@ -108,6 +118,7 @@ class Publisher:
     video: TrackVideoInput | None
     audio: AudioInput | None
     lost: threading.Event  # set by an input's producer when its track ended
+    decoding: list[LatestFrames] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     ended: bool = False
 
@@ -142,11 +153,13 @@ class PublisherSlot:
                 f"{self.name} takes {self.cap} publisher(s) at a time and has them",
                 retry_after_s=RETRY_AFTER_S,
             )
-        pc, tracks, answer = await answer_offer(sdp)
+        answered = await answer_offer(sdp)
+        pc, tracks = answered.pc, answered.tracks
         if len(self.publishers) >= self.cap:  # another offer won the place meanwhile
             await pc.close()
             raise IngestRefused(503, f"{self.name} is taken", retry_after_s=RETRY_AFTER_S)
         publisher = self._publisher(pc, tracks)
+        publisher.decoding = answered.decoding
         self.publishers[publisher.id] = publisher
         for kind, opened in (("video", publisher.video), ("audio", publisher.audio)):
             if opened is not None:
@@ -156,7 +169,7 @@ class PublisherSlot:
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
         log.info("%s: publisher %s accepted (%d tracks)", self.name, publisher.id, len(tracks))
-        return answer, publisher.id
+        return answered.sdp, publisher.id
 
     def _publisher(self, pc: RTCPeerConnection, tracks: list[Any]) -> Publisher:
         lost = threading.Event()
@@ -179,6 +192,10 @@ class PublisherSlot:
             if opened is not None:
                 opened.start()
         return Publisher(secrets.token_urlsafe(12), pc, video, audio, lost)
+
+    def sends_sound(self, video: Any) -> bool:
+        """Whether the publisher whose video input is ``video`` sends sound too."""
+        return any(p.video is video and p.audio is not None for p in self.publishers.values())
 
     async def take(self, kind: Kind, stopping: Callable[[], bool], wait_s: float | None) -> Any:
         """The next waiting input of ``kind`` (the run now owns it and closes it).

@@ -145,8 +145,9 @@ class WebRTCConnector(Node):
                 return
             request = PublisherRequest(self.device, self.size)
             options = self.options
-            if options.codec in ("h264", "auto"):
-                options = replace(options, live_audio=ctx.node)  # the publisher's sound, live
+            if options.codec in ("h264", "auto") and self.slot.sends_sound(first):
+                # The publisher's sound, live; a feed waits for the sound it is told of.
+                options = replace(options, live_audio=ctx.node)
             self.video_run = VideoRun(ctx, request, options, resume, device=self.device)
             await self.video_run.run(first, policy=RECONNECT, reopen=self._reopen("video", ctx))
 

@@ -17,6 +17,7 @@ import pytest
 
 from mediaflow.live.h264 import NAL_PPS, NAL_SPS, nal_type, split_annexb
 from mediaflow.live.parts import VideoFrame
+from mediaflow.live.webrtc import HISTORY_PACKETS
 from mediaflow.server.whep import WHEP as WHEP_KEY
 from tests.http_support import wait_until
 from tests.whep_support import (
@@ -42,16 +43,22 @@ async def test_aiortc_watches_the_camera_its_own_h264_then_deletes(
     encodes: list[Any] = []
     received: list[bytes] = []
     real_encode, real_decode = h264.H264Encoder.encode, h264.H264Decoder.decode
+    real_pack = h264.H264Encoder.pack
 
     def counted_encode(self: Any, *args: Any) -> Any:
         encodes.append(args)
         return real_encode(self, *args)
+
+    def counted_pack(self: Any, *args: Any) -> Any:
+        encodes.append(args)
+        return real_pack(self, *args)
 
     def recorded_decode(self: Any, encoded: Any) -> Any:
         received.append(bytes(encoded.data))  # an access unit as the viewer reassembled it
         return real_decode(self, encoded)
 
     monkeypatch.setattr(h264.H264Encoder, "encode", counted_encode)
+    monkeypatch.setattr(h264.H264Encoder, "pack", counted_pack)
     monkeypatch.setattr(h264.H264Decoder, "decode", recorded_decode)
     async with served_camera(tmp_path) as served:
         feed = served.state.live.feed(FLOW, "cam")
@@ -71,6 +78,7 @@ async def test_aiortc_watches_the_camera_its_own_h264_then_deletes(
             assert service is not None and len(service.sessions) == 1
             (session,) = service.sessions.values()
             assert session.video.dropped == 0 or session.video.restarts > 0
+            await _resent_on_nack(viewer, session)
         finally:
             stop()
         # Byte for byte: each NAL the viewer got (parameter sets aside) is a camera frame's.
@@ -78,13 +86,28 @@ async def test_aiortc_watches_the_camera_its_own_h264_then_deletes(
         nals = [nal for unit in received for nal in split_annexb(unit)]
         got = [nal for nal in nals if nal_type(nal) not in (NAL_SPS, NAL_PPS)]
         assert got and all(nal in sent for nal in got)
-        assert encodes == []  # the server packetized; it never encoded
+        assert encodes == []  # the fanout cut the payloads; aiortc neither encoded nor packed
         async with served.client.delete(served.url + viewer.location) as resp:
             assert resp.status == 204
         assert service.sessions == {} and service.fanouts.video == {}
         async with served.client.delete(served.url + viewer.location) as resp:
             assert resp.status == 404
         await viewer.close()
+
+
+async def _resent_on_nack(viewer: Any, session: Any) -> None:
+    """A NACK from the viewer for a packet just sent has it sent again; the sender's
+    statistics (and so its RTCP sender reports) count what the stream sent."""
+    video = session.streams[0]
+    (sender, *_) = [s for s in session.pc.getSenders() if s.kind == "video"]
+    stats = [s for s in (await sender.getStats()).values() if s.type == "outbound-rtp"]
+    assert stats and stats[0].packetsSent > 0 and stats[0].packetsSent <= video.sent
+    (receiver, *_) = [t.receiver for t in viewer.pc.getTransceivers() if t.kind == "video"]
+    sequence = max(video._history.values())[0]  # sent: still held
+    await receiver._send_rtcp_nack(sender._ssrc, [(sequence - 2 * HISTORY_PACKETS) & 0xFFFF])
+    await receiver._send_rtcp_nack(sender._ssrc, [sequence])
+    await wait_until(lambda: video.resent >= 1, 5)
+    assert video.resent == 1  # not the one older than the history
 
 
 def _nals(sample: bytes) -> list[bytes]:

@@ -50,15 +50,14 @@ def test_a_sound_queue_that_fills_starts_again_at_the_newest() -> None:
 
 def test_an_access_unit_carries_the_parameter_sets_on_keyframes_only() -> None:
     sps, pps, idr, slice_, aud = b"\x67\x42", b"\x68\xce", b"\x65\x88", b"\x41\x9a", b"\x09\xf0"
-    extradata = b"\x00\x00\x00\x01" + sps + b"\x00\x00\x00\x01" + pps
 
     def sample(*nals: bytes) -> bytes:
         return b"".join(len(n).to_bytes(4, "big") + n for n in nals)
 
     key = VideoFrame(b"", 0.0, True, sample=sample(aud, sps, idr))
-    assert access_unit(extradata, key) == extradata + b"\x00\x00\x00\x01" + idr
+    assert access_unit([sps, pps], key) == [sps, pps, idr]
     other = VideoFrame(b"", 0.1, False, sample=sample(slice_))
-    assert access_unit(extradata, other) == b"\x00\x00\x00\x01" + slice_
+    assert access_unit([sps, pps], other) == [slice_]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 
 from mediaflow import FlowBuilder
 from tests.connector_helpers import MediaSink, decode_video, wav_pcm
-from tests.whip_helpers import publish, whip_rig
+from tests.whip_helpers import AUTH, publish, whip_rig
 
 pytest.importorskip("aiortc")
 pytestmark = pytest.mark.timeout(60)
@@ -78,3 +78,19 @@ async def test_a_publisher_becomes_images_segments_chunks_and_a_recorded_clip(
     with av.open(io.BytesIO(clip.data)) as container:
         assert container.streams.video and container.streams.audio
         assert len(list(container.decode(video=0))) >= 10
+
+
+async def test_a_publisher_without_sound_is_live_with_its_video_only(tmp_path: Path) -> None:
+    """A live view waits for the sound it is told it carries: a publisher that sends
+    none is live with its picture alone."""
+    async with whip_rig(recorded_flow("mute"), tmp_path) as rig:
+        publisher = await publish(rig, "/whip/mute/phone", audio=False)
+        try:
+            await rig.until(lambda: len(rig.received("video")) >= 1, timeout=20)
+            async with rig.http.get(rig.url("/live/mute/phone.m3u8"), headers=AUTH) as playlist:
+                assert playlist.status == 200, await playlist.text()
+            feed = rig.session.live.feed("mute", "phone")
+            assert feed is not None and feed.init is not None and feed.sound_from is None
+            assert feed.codec is not None and "mp4a" not in feed.codec
+        finally:
+            await publisher.close()

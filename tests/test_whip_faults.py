@@ -36,13 +36,17 @@ async def post(rig: WhipRig, path: str, body: bytes | str, headers: dict[str, st
         return answer.status
 
 
+async def publisher_process(rig: WhipRig, path: str, *options: str) -> asyncio.subprocess.Process:
+    """tests.whip_publisher publishing to ``path`` in a process of its own."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.whip_publisher", rig.url(path), TOKEN, *options,
+        stdout=asyncio.subprocess.PIPE, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
 async def test_a_killed_publisher_is_lost_and_the_next_one_restores(tmp_path: Path) -> None:
     async with whip_rig(phone_flow("killed"), tmp_path) as rig:
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.whip_publisher", rig.url("/whip/killed/phone"), TOKEN,
-            stdout=asyncio.subprocess.PIPE, cwd=ROOT,
-            env=os.environ | {"PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+        child = await publisher_process(rig, "/whip/killed/phone")
         try:
             assert child.stdout is not None
             line = await asyncio.wait_for(child.stdout.readline(), 15)
@@ -106,3 +110,34 @@ async def test_garbage_offers_and_bad_credentials_are_4xx_and_the_server_lives(
         async with rig.http.get(rig.url("/healthz")) as health:
             assert health.status == 200
         assert not rig.session.node("phone").slot.publishers  # nothing half-open was kept
+
+
+async def test_a_flooding_publisher_is_held_to_a_bounded_decoding_queue(tmp_path: Path) -> None:
+    """A publisher sending 4K H.264 as fast as it can (a few hundred bytes a frame,
+    many times what this machine decodes): aiortc's receiver queues at most a second
+    of frames for its decoder, drops the rest up to a keyframe, and the flow goes on
+    taking pictures. (Held to that, the test process's RSS levelled off within 6 s.)"""
+    from connectors._whip_decode import VIDEO_FRAMES
+
+    flow = (
+        FlowBuilder("flood")
+        .add("phone", "webrtc", fps=5, idle_s=3.0)
+        .add("sink", MediaSink, inputs={"image": "phone.image"})
+    )
+    async with whip_rig(flow, tmp_path) as rig:
+        child = await publisher_process(rig, "/whip/flood/phone", "--flood")
+        try:
+            assert child.stdout is not None
+            line = await asyncio.wait_for(child.stdout.readline(), 20)
+            assert line.startswith(b"published /whip/flood/phone/")
+            (publisher,) = rig.session.node("phone").slot.publishers.values()
+            (decoding,) = publisher.decoding
+            await rig.until(lambda: decoding.dropped > 0, timeout=20)  # it fell behind
+            taken = len(rig.received("image"))
+            await rig.until(lambda: len(rig.received("image")) >= taken + 2)  # and goes on
+            assert decoding.max_depth <= VIDEO_FRAMES
+            async with rig.http.get(rig.url("/healthz")) as health:
+                assert health.status == 200
+        finally:
+            child.send_signal(signal.SIGKILL)
+            await child.wait()

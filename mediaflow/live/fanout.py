@@ -1,12 +1,12 @@
 """A camera's encoded frames and its microphone's Opus sound, handed to each WebRTC viewer.
 
 One :class:`VideoFanout` per watched feed listens to it once
-(:meth:`~mediaflow.live.hub.LiveFeed.listen`) and turns each H.264 frame into one
-Annex B access unit (the parameter sets before every keyframe, so a viewer can start
-at any of them) as an ``av.Packet`` on the 90 kHz clock: made once, shared by every
-viewer, never decoded or encoded again. One :class:`OpusFanout` per watched microphone
-encodes its sound to Opus once, on a thread of its own, while at least one viewer
-listens, and shares the packets the same way.
+(:meth:`~mediaflow.live.hub.LiveFeed.listen`) and cuts each H.264 frame into RTP
+payloads (the parameter sets before every keyframe, so a viewer can start at any of
+them) as one :class:`~mediaflow.live.rtp.RtpFrame` on the 90 kHz clock: made once,
+shared by every viewer, never decoded or encoded again. One :class:`OpusFanout` per
+watched microphone encodes its sound to Opus once, on a thread of its own, while at
+least one viewer listens, and shares the packets the same way.
 
 Each viewer has a :class:`ViewerQueue`: bounded, with a named policy
 (:func:`admit`). Video that finds it full is dropped up to the next keyframe (a
@@ -36,9 +36,10 @@ import av
 import numpy as np
 
 from mediaflow.live.audio import LAYOUTS, Pcm
-from mediaflow.live.h264 import NAL_AUD, NAL_PPS, NAL_SPS, BitstreamError, nal_type
+from mediaflow.live.h264 import NAL_AUD, NAL_PPS, NAL_SPS, BitstreamError, nal_type, split_annexb
 from mediaflow.live.hub import LiveFeed
 from mediaflow.live.parts import VideoFrame
+from mediaflow.live.rtp import RtpFrame, h264_payloads
 from mediaflow.live.sound import LiveSound
 
 log = logging.getLogger("mediaflow.live.webrtc")
@@ -51,7 +52,6 @@ VIDEO_QUEUE_FRAMES = 60
 AUDIO_QUEUE_PACKETS = 100
 OPUS_BITS = 64000
 OPUS_PENDING_CHUNKS = 32  # microphone chunks waiting for the Opus thread: then dropped
-START_CODE = b"\x00\x00\x00\x01"
 _LEFT_OUT = frozenset({NAL_SPS, NAL_PPS, NAL_AUD})
 
 
@@ -159,13 +159,14 @@ class ViewerQueue:
         self._ready.set()
 
 
-def access_unit(extradata: bytes, frame: VideoFrame) -> bytes:
-    """``frame`` as one Annex B access unit: a keyframe behind the parameter sets in
-    ``extradata`` (Annex B) so a decoder can start there, without delimiters and
-    without the parameter sets a frame may carry in-band (sent once, up front).
-    Raises :class:`~mediaflow.live.h264.BitstreamError` for a malformed sample."""
+def access_unit(parameter_sets: list[bytes], frame: VideoFrame) -> list[bytes]:
+    """``frame``'s NAL units as a viewer gets them: a keyframe behind the
+    ``parameter_sets`` (the feed's SPS and PPS) so a decoder can start there, without
+    delimiters and without the parameter sets a frame may carry in-band (sent once,
+    up front). Raises :class:`~mediaflow.live.h264.BitstreamError` for a malformed
+    sample."""
     sample = frame.as_sample()
-    out = bytearray(extradata if frame.keyframe else b"")
+    nals = list(parameter_sets) if frame.keyframe else []
     position = 0
     while position < len(sample):
         if position + 4 > len(sample):
@@ -175,9 +176,9 @@ def access_unit(extradata: bytes, frame: VideoFrame) -> bytes:
         if size == 0 or len(nal) != size:
             raise BitstreamError("a NAL length runs past the end of the sample")
         if nal_type(nal) not in _LEFT_OUT:
-            out += START_CODE + nal
+            nals.append(nal)
         position += 4 + size
-    return bytes(out)
+    return nals
 
 
 class Fanout:
@@ -207,6 +208,7 @@ class VideoFanout(Fanout):
         self.frames = 0  # access units made (once each, whatever the number of viewers)
         self.malformed = 0
         self._origin: float | None = None
+        self._extradata: tuple[bytes, list[bytes]] = (b"", [])  # as given, and its NAL units
         self._stop = feed.listen(self._take)
 
     def join(self) -> ViewerQueue:
@@ -222,19 +224,20 @@ class VideoFanout(Fanout):
         if not self.viewers or (self._origin is None and not frame.keyframe):
             return
         try:
-            data = access_unit(extradata, frame)
-        except BitstreamError:
+            if extradata != self._extradata[0]:
+                self._extradata = (extradata, split_annexb(extradata))
+            payloads = h264_payloads(access_unit(self._extradata[1], frame))
+        except (BitstreamError, ValueError):
             self.malformed += 1
             return
         if self._origin is None:
             self._origin = frame.time_s
-        packet = av.Packet(data)
         # RTP carries presentation times: a camera's B-frames show ``offset_s`` later.
-        packet.pts = round((frame.time_s + frame.offset_s - self._origin) / VIDEO_CLOCK)
-        packet.time_base = VIDEO_CLOCK
+        ticks = round((frame.time_s + frame.offset_s - self._origin) / VIDEO_CLOCK)
+        item = RtpFrame(payloads, ticks, frame.keyframe)
         self.frames += 1
         for queue in self.viewers:
-            queue.offer(packet, keyframe=frame.keyframe)
+            queue.offer(item, keyframe=frame.keyframe)
 
 
 class OpusEncoder:
@@ -329,11 +332,10 @@ class OpusFanout(Fanout):
             log.warning("WebRTC sound of %s stops: %s", self.sound.name, error)
             return
         for pts, data in future.result():
-            packet = av.Packet(data)
-            packet.pts, packet.time_base = pts, OPUS_CLOCK
+            item = RtpFrame((data,), pts, keyframe=True)
             self.encoded += 1
             for queue in self.viewers:
-                queue.offer(packet, keyframe=True)
+                queue.offer(item, keyframe=True)
 
 
 class FanoutRegistry:

@@ -1,56 +1,80 @@
-"""aiortc's side of a WebRTC viewer: tracks that hand it packets already encoded.
+"""aiortc's side of a WebRTC viewer: RTP streams that send frames already cut into
+RTP payloads.
 
-aiortc's ``RTCRtpSender`` asks its track for the next item; for an ``av.Packet`` it
-calls its codec's ``pack`` (RTP packetization only: H.264's FU-A/STAP-A, RFC 6184;
-Opus as it is) instead of encoding (aiortc ``rtcrtpsender.py``,
-``_next_encoded_frame``). A :class:`PacketTrack` yields the packets of a viewer's
-:class:`~mediaflow.live.fanout.ViewerQueue`, so the video a viewer gets is the
-camera's own H.264 and aiortc never runs an encoder for it.
+aiortc negotiates the session (ICE, DTLS, SRTP keys, RTCP) and its ``RTCRtpSender``
+would send whatever its track yields: it packetizes and serializes every packet
+again for each viewer (aiortc ``rtcrtpsender.py``, ``_run_rtp``), which cost ten
+viewers 40 % of the flow's CPU. A :class:`ViewerStream` replaces that one loop of
+its sender: it takes the viewer's :class:`~mediaflow.live.rtp.RtpFrame` s, made once
+for every viewer, writes only its own header in front of each shared payload and
+hands the packet to the sender's DTLS transport to encrypt and send. The sender
+keeps doing the rest (RTCP sender reports from the counters kept here, receiver
+reports, the end of the stream).
 
-:func:`follow_sender` hooks the two RTCP events aiortc keeps to itself: a keyframe
-request (PLI/FIR, which aiortc turns into a flag only its own encoders read) restarts
-the viewer at the next keyframe, and any RTCP from the viewer (its receiver reports,
-about once a second) is noted as a sign of life.
+It also answers the viewer's RTCP in place of the sender: a keyframe request
+(PLI/FIR) restarts the viewer at the next keyframe, a NACK resends the packets kept
+in a short history, and any RTCP from the viewer (receiver reports, about once a
+second) is noted as a sign of life.
+
+The stream sets private state of aiortc's sender (:data:`SENDER_STATE`), checked
+when it is installed: an aiortc that moved it raises :class:`UnsupportedAiortc`.
 
 Imports aiortc: the ``webrtc`` extra (``pip install 'mediaflow[webrtc]'``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import av
-from aiortc import MediaStreamTrack, RTCRtpSender
+from aiortc import MediaStreamTrack, RTCRtpSender, clock
 from aiortc.mediastreams import MediaStreamError
+from av.frame import Frame
 
 from mediaflow.live.fanout import QueueClosed, ViewerQueue
+from mediaflow.live.rtp import (
+    ABS_SEND_TIME_URI,
+    MID_URI,
+    RtpFrame,
+    abs_send_time,
+    extension_block,
+    playout_delay,
+    rtp_header,
+)
+
+log = logging.getLogger("mediaflow.live.webrtc")
+
+HISTORY_PACKETS = 512  # about half a second of 720p30 video to resend on a NACK
+# What a viewer's video may be held back to smooth its arrival (playout-delay): none.
+PLAYOUT_DELAY_MS = (0, 0)
+_PREFIX = "_RTCRtpSender__"
+# The sender's state a stream keeps up to date: its RTP loop's start and end, and
+# the counters its RTCP sender reports and statistics read.
+_COUNTERS = ("ntp_timestamp", "rtp_timestamp", "octet_count", "packet_count")
+SENDER_STATE = tuple(_PREFIX + name for name in ("rtp_started", "rtp_exited", *_COUNTERS))
 
 
-class PacketTrack(MediaStreamTrack):
-    """A track whose items are a viewer queue's encoded packets."""
+class UnsupportedAiortc(RuntimeError):
+    """This aiortc's sender keeps its state elsewhere."""
 
-    def __init__(self, kind: str, queue: ViewerQueue) -> None:
+
+class NamedTrack(MediaStreamTrack):
+    """The track a viewer's transceiver is made with, so that the SDP names a stream
+    for it (``a=msid``, which players use to group picture and sound). Nothing is
+    read through it: its :class:`ViewerStream` sends the viewer's queue."""
+
+    def __init__(self, kind: str) -> None:
         super().__init__()
         self.kind = kind
-        self.queue = queue
 
-    async def recv(self) -> av.Packet[Any]:
-        """The next packet; raises ``MediaStreamError`` (aiortc's end of a track) once
-        the viewer's queue is closed."""
-        if self.readyState != "live":
-            raise MediaStreamError
-        try:
-            packet: av.Packet[Any] = await self.queue.get()
-        except QueueClosed:
-            self.stop()
-            raise MediaStreamError from None
-        return packet
-
-    def stop(self) -> None:
-        self.queue.close()
-        super().stop()
+    async def recv(self) -> Frame:
+        """Never a frame: aiortc's loop that would ask is replaced."""
+        raise MediaStreamError
 
 
 class Heard:
@@ -65,15 +89,123 @@ class Heard:
         self.reports += 1
 
 
-def follow_sender(sender: RTCRtpSender, queue: ViewerQueue, heard: Heard) -> None:
-    """Hook ``sender``'s RTCP (module doc). aiortc looks both methods up on the
-    instance each time (``RTCDtlsTransport`` routes RTCP to
-    ``recipient._handle_rtcp_packet``; the sender calls ``self._send_keyframe()``)."""
-    handle: Callable[[Any], Awaitable[None]] = sender._handle_rtcp_packet
+class ViewerStream:
+    """One viewer's RTP stream of one kind, sent from its queue (module doc). Made
+    before the peer connection connects: its sender starts the loop then."""
 
-    async def heard_then_handle(packet: Any) -> None:
-        heard.note()
-        await handle(packet)
+    def __init__(self, sender: RTCRtpSender, queue: ViewerQueue, heard: Heard) -> None:
+        missing = [name for name in SENDER_STATE if not hasattr(sender, name)]
+        if missing:
+            raise UnsupportedAiortc(
+                f"this aiortc's RTCRtpSender has no {', '.join(missing)}: mediaflow's WebRTC"
+                " view needs aiortc 1.14-1.16"
+            )
+        self.sender = sender
+        self.queue = queue
+        self.heard = heard
+        self.sent = 0  # packets
+        self.resent = 0
+        self._fixed: list[tuple[int, bytes]] = []  # the extensions that never change
+        self._abs_send_time_id: int | None = None
+        self._history: dict[int, tuple[int, bytes, bytes]] = {}
+        self._ssrc = sender._ssrc
+        self._started: asyncio.Event = getattr(sender, _PREFIX + "rtp_started")
+        self._exited: asyncio.Event = getattr(sender, _PREFIX + "rtp_exited")
+        send = sender.send
+        handle: Callable[[Any], Awaitable[None]] = sender._handle_rtcp_packet
 
-    setattr(sender, "_handle_rtcp_packet", heard_then_handle)  # noqa: B010 - an instance hook
-    setattr(sender, "_send_keyframe", queue.restart)  # noqa: B010 - an instance hook
+        async def send_with(parameters: Any) -> None:
+            self._negotiated(parameters)
+            await send(parameters)
+
+        async def heard_then_handle(packet: Any) -> None:
+            heard.note()
+            await handle(packet)
+
+        # aiortc looks these up on the instance each time: the peer connection calls
+        # ``send`` once connected and ``send`` starts ``self._run_rtp``; the DTLS
+        # transport routes RTCP to ``_handle_rtcp_packet``, which calls
+        # ``self._send_keyframe()`` on PLI/FIR and ``self._retransmit(seq)`` on NACK.
+        hooks = {
+            "send": send_with,
+            "_run_rtp": self._run,
+            "_handle_rtcp_packet": heard_then_handle,
+            "_send_keyframe": queue.restart,
+            "_retransmit": self._resend,
+        }
+        for name, hook in hooks.items():
+            setattr(sender, name, hook)
+
+    def agree_playout_delay(self, ext_id: int | None) -> None:
+        """The id the answer gave playout-delay
+        (:func:`~mediaflow.live.rtp.answer_with_extension`): video then carries it."""
+        if ext_id is not None and self.queue.video:
+            self._fixed.append((ext_id, playout_delay(*PLAYOUT_DELAY_MS)))
+
+    def _negotiated(self, parameters: Any) -> None:
+        for extension in parameters.headerExtensions:
+            if extension.uri == MID_URI and parameters.muxId:
+                self._fixed.append((extension.id, parameters.muxId.encode()))
+            elif extension.uri == ABS_SEND_TIME_URI:
+                self._abs_send_time_id = extension.id
+
+    def _extensions(self, ntp: int) -> bytes:
+        elements = list(self._fixed)
+        if self._abs_send_time_id is not None:
+            elements.append((self._abs_send_time_id, abs_send_time(ntp)))
+        return extension_block(elements)
+
+    async def _run(self, codec: Any) -> None:
+        """The sender's RTP loop, in place of aiortc's (module doc)."""
+        self._started.set()
+        transport = self.sender.transport
+        payload_type, ssrc = codec.payloadType, self._ssrc
+        sequence, origin = secrets.randbits(16), secrets.randbits(32)
+        video = self.queue.video
+        octets = packets = 0
+        try:
+            while True:
+                frame: RtpFrame = await self.queue.get()
+                ntp = clock.current_ntp_time()
+                extensions = self._extensions(ntp)
+                timestamp = (origin + frame.ticks) & 0xFFFFFFFF
+                last = len(frame.payloads) - 1
+                for i, payload in enumerate(frame.payloads):
+                    prefix = (
+                        rtp_header(
+                            payload_type=payload_type,
+                            sequence=sequence,
+                            timestamp=timestamp,
+                            ssrc=ssrc,
+                            marker=video and i == last,
+                            extended=bool(extensions),
+                        )
+                        + extensions
+                    )
+                    self._history[sequence % HISTORY_PACKETS] = (sequence, prefix, payload)
+                    await transport._send_rtp(prefix + payload)
+                    sequence = (sequence + 1) & 0xFFFF
+                    octets += len(payload)
+                packets += len(frame.payloads)
+                self.sent = packets
+                self._count(ntp, timestamp, octets, packets)
+        except (asyncio.CancelledError, ConnectionError, QueueClosed):
+            pass
+        except Exception:
+            log.exception("a WebRTC viewer's %s stream stopped", "video" if video else "audio")
+        finally:
+            self._exited.set()
+
+    def _count(self, ntp: int, timestamp: int, octets: int, packets: int) -> None:
+        """What the sender's RTCP sender reports say: the last packet's wall clock and
+        RTP time, and what was sent."""
+        for name, value in zip(_COUNTERS, (ntp, timestamp, octets, packets), strict=True):
+            setattr(self.sender, _PREFIX + name, value)
+
+    async def _resend(self, sequence: int) -> None:
+        kept = self._history.get(sequence % HISTORY_PACKETS)
+        if kept is None or kept[0] != sequence:
+            return  # older than the history: the viewer's next keyframe request repairs it
+        self.resent += 1
+        with contextlib.suppress(ConnectionError):
+            await self.sender.transport._send_rtp(kept[1] + kept[2])

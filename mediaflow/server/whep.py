@@ -112,12 +112,9 @@ async def offer(request: web.Request) -> web.Response:
         session = await whep.open(flow, node, feed, text)
     except sessions.Refused as refused:
         return error(refused.status, str(refused), refused.headers)
-    answer = session.pc.localDescription
-    if answer is None:  # setLocalDescription returned: aiortc always has it then
-        return error(400, "the SDP offer could not be answered")
     return web.Response(
         status=201,
-        text=answer.sdp,
+        text=session.answer,
         content_type=SDP_TYPE,
         headers={
             "Location": f"/whep/{flow}/{node}/{session.id}",

@@ -35,7 +35,8 @@ from aiortc import (
 
 from mediaflow.live.fanout import FanoutRegistry, ViewerQueue
 from mediaflow.live.hub import LiveFeed, LiveHub
-from mediaflow.live.webrtc import Heard, PacketTrack, follow_sender
+from mediaflow.live.rtp import PLAYOUT_DELAY_URI, answer_with_extension
+from mediaflow.live.webrtc import Heard, NamedTrack, UnsupportedAiortc, ViewerStream
 
 log = logging.getLogger("mediaflow.whep")
 
@@ -63,6 +64,8 @@ class WhepSession:
     pc: RTCPeerConnection
     video: ViewerQueue
     audio: ViewerQueue | None = None
+    answer: str = ""  # the SDP answer given to the viewer
+    streams: list[ViewerStream] = field(default_factory=list)  # video, then any sound
     heard: Heard = field(default_factory=Heard)
     answered_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None  # when its first video packet was taken
@@ -124,18 +127,28 @@ class WhepService:
         # offer's sections to them and negotiates only the codecs they prefer (it
         # filters codecs in setRemoteDescription): H.264 for video, Opus for sound.
         pc = session.pc
-        video = pc.addTransceiver(PacketTrack("video", session.video), direction="sendonly")
+        video = pc.addTransceiver(NamedTrack("video"), direction="sendonly")
         _prefer(video, ("video/h264", "video/rtx"))
-        follow_sender(video.sender, session.video, session.heard)
-        sound = session.feed.sound_from
-        if sound is not None:
-            session.audio = self.fanouts.sound_of(sound).join()
-            audio = pc.addTransceiver(PacketTrack("audio", session.audio), direction="sendonly")
-            _prefer(audio, ("audio/opus",))
+        try:  # before anything connects: the sender starts its RTP loop once it does
+            stream = ViewerStream(video.sender, session.video, session.heard)
+            session.streams.append(stream)
+            sound = session.feed.sound_from
+            if sound is not None:
+                session.audio = self.fanouts.sound_of(sound).join()
+                audio = pc.addTransceiver(NamedTrack("audio"), direction="sendonly")
+                _prefer(audio, ("audio/opus",))
+                session.streams.append(ViewerStream(audio.sender, session.audio, session.heard))
+        except UnsupportedAiortc as exc:
+            raise Refused(501, str(exc)) from exc
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
         if video.mid is None:
             raise Refused(400, "the offer has no video section to receive the camera on")
         await pc.setLocalDescription(await pc.createAnswer())  # gathers candidates first
+        # aiortc does not know playout-delay: the video stream writes it itself.
+        session.answer, delay_id = answer_with_extension(
+            offer, pc.localDescription.sdp, "video", PLAYOUT_DELAY_URI
+        )
+        stream.agree_playout_delay(delay_id)
 
     def _state_changed(self, session: WhepSession) -> None:
         if session.pc.connectionState in ("failed", "closed") and session.ended is None:

@@ -1,0 +1,132 @@
+"""RTP as the WHEP viewers get it (mediaflow.live.rtp), read back by aiortc's own
+parsers: the H.264 payloads (RFC 6184), the fixed header and its extensions
+(RFC 3550, RFC 8285), and the answer that agrees to playout-delay."""
+
+from __future__ import annotations
+
+import pytest
+from aiortc.codecs.h264 import H264PayloadDescriptor
+from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
+from aiortc.rtp import HeaderExtensionsMap, RtpPacket
+
+from mediaflow.live.rtp import (
+    ABS_SEND_TIME_URI,
+    MAX_PAYLOAD,
+    MID_URI,
+    PLAYOUT_DELAY_URI,
+    abs_send_time,
+    answer_with_extension,
+    extension_block,
+    extension_id,
+    h264_payloads,
+    playout_delay,
+    rtp_header,
+)
+
+SPS, PPS = b"\x67\x42\xc0\x1f\xda", b"\x68\xce\x3c\x80"
+IDR = b"\x65" + bytes(range(256)) * 20  # 5,121 bytes: five fragments
+SLICE = b"\x41\x9a\x02"
+
+
+def test_h264_payloads_read_back_as_the_access_unit() -> None:
+    payloads = h264_payloads([SPS, PPS, IDR, SLICE])
+    assert payloads[:2] == (SPS, PPS) and payloads[-1] == SLICE  # single NAL unit packets
+    fragments = payloads[2:-1]
+    assert len(fragments) == 5 and all(len(p) <= MAX_PAYLOAD for p in payloads)
+    assert [p[0] for p in fragments] == [0x7C] * 5  # FU-A with the IDR's NRI (3)
+    assert [p[1] >> 6 for p in fragments] == [0b10, 0, 0, 0, 0b01]  # start ... end
+    annexb = b"".join(H264PayloadDescriptor.parse(p)[1] for p in payloads)
+    assert annexb == b"".join(b"\x00\x00\x00\x01" + nal for nal in (SPS, PPS, IDR, SLICE))
+
+
+def test_a_nal_that_just_fits_is_not_fragmented() -> None:
+    nal = b"\x41" + b"\x07" * (MAX_PAYLOAD - 1)
+    assert h264_payloads([nal]) == (nal,)
+    longer = nal + b"\x08"
+    assert [len(p) for p in h264_payloads([longer])] == [MAX_PAYLOAD, 4]  # 2 + 2 left
+    with pytest.raises(ValueError, match="empty NAL"):
+        h264_payloads([b""])
+
+
+def test_the_header_and_extensions_read_back_in_aiortc() -> None:
+    mid, send_time = b"0", abs_send_time(0x1234_5678_9ABC_DEF0)
+    extensions = extension_block([(3, mid), (2, send_time), (12, playout_delay(0, 0))])
+    assert len(extensions) % 4 == 0
+    head = rtp_header(
+        payload_type=102, sequence=0x1_0005, timestamp=2**32 + 7, ssrc=0xDEADBEEF, marker=True,
+        extended=True,
+    )  # fmt: skip
+    packet = RtpPacket.parse(head + extensions + b"payload", _extension_map())
+    assert (packet.version, packet.payload_type, packet.marker) == (2, 102, 1)
+    assert (packet.sequence_number, packet.timestamp, packet.ssrc) == (5, 7, 0xDEADBEEF)
+    assert packet.extensions.mid == "0"
+    assert packet.extensions.abs_send_time == (0x1234_5678_9ABC_DEF0 >> 14) & 0xFFFFFF
+    assert packet.payload == b"payload"
+    plain = RtpPacket.parse(rtp_header(payload_type=111, sequence=1, timestamp=2, ssrc=3,
+                                       marker=False, extended=False) + b"x")  # fmt: skip
+    assert (plain.marker, plain.payload) == (0, b"x")
+    assert extension_block([]) == b""
+    with pytest.raises(ValueError, match="one-byte form"):
+        extension_block([(15, b"x")])
+
+
+def _extension_map() -> HeaderExtensionsMap:
+    extensions = HeaderExtensionsMap()
+    extensions.configure(
+        RTCRtpParameters(
+            headerExtensions=[
+                RTCRtpHeaderExtensionParameters(id=3, uri=MID_URI),
+                RTCRtpHeaderExtensionParameters(id=2, uri=ABS_SEND_TIME_URI),
+            ]
+        )
+    )
+    return extensions
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [(0, 0, b"\x00\x00\x00"), (100, 500, b"\x00\xa0\x32"), (40950, 40950, b"\xff\xff\xff")],
+)
+def test_playout_delay_is_two_12_bit_counts_of_10_ms(low: int, high: int, expected: bytes) -> None:
+    assert playout_delay(low, high) == expected
+
+
+def test_a_playout_delay_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot be sent"):
+        playout_delay(200, 100)
+
+
+OFFER = (
+    "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
+    "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\n"
+    f"a=extmap:12 {PLAYOUT_DELAY_URI}\r\n"  # not in audio: the answer's audio gets none
+    "m=video 9 UDP/TLS/RTP/SAVPF 102\r\na=mid:1\r\n"
+    f"a=extmap:4 {MID_URI}\r\na=extmap:12 {PLAYOUT_DELAY_URI}\r\n"
+)
+ANSWER = (
+    "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
+    "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\n"
+    "m=video 9 UDP/TLS/RTP/SAVPF 102\r\na=mid:1\r\n"
+    f"a=extmap:4 {MID_URI}\r\na=rtcp-mux\r\n"
+)
+
+
+def test_the_answer_agrees_to_the_playout_delay_offered_for_video() -> None:
+    answer, ext_id = answer_with_extension(OFFER, ANSWER, "video", PLAYOUT_DELAY_URI)
+    assert ext_id == 12
+    assert extension_id(answer, "video", PLAYOUT_DELAY_URI) == 12
+    assert extension_id(answer, "audio", PLAYOUT_DELAY_URI) is None
+    assert f"a=extmap:4 {MID_URI}\r\na=extmap:12 {PLAYOUT_DELAY_URI}\r\na=rtcp-mux" in answer
+    assert answer.replace(f"a=extmap:12 {PLAYOUT_DELAY_URI}\r\n", "") == ANSWER
+
+
+@pytest.mark.parametrize(
+    "offer",
+    [
+        OFFER.replace(f"a=extmap:12 {PLAYOUT_DELAY_URI}\r\n", ""),  # not offered
+        OFFER.replace("a=extmap:12 ", "a=extmap:4 "),  # its id is taken in the answer
+        OFFER.replace("a=extmap:12 ", "a=extmap:200 "),  # a two-byte header's id
+    ],
+)
+def test_the_answer_stays_as_it_is_without_a_usable_offer(offer: str) -> None:
+    assert answer_with_extension(offer, ANSWER, "video", PLAYOUT_DELAY_URI) == (ANSWER, None)
