@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from mediaflow.live.rtp import PLAYOUT_DELAY_URI, extension_id
 from mediaflow.server.whep import WHEP as WHEP_KEY
 from tests.browser import browser_fixture, page_errors, page_fixture  # noqa: F401 - fixtures
 from tests.whep_support import HEIGHT, WIDTH, served_camera
@@ -42,6 +43,8 @@ async def test_the_wall_plays_the_camera_over_webrtc(tmp_path: Path, page: Page)
         assert service is not None and len(service.sessions) == 1
         (session,) = service.sessions.values()
         assert session.audio is not None and session.audio.taken > 0  # its sound, as Opus
+        # Chromium offered playout-delay; the answer agreed, so frames are not held back.
+        assert extension_id(session.answer, "video", PLAYOUT_DELAY_URI) is not None
         assert page_errors(page) == []
         # Leaving the page ends the session (its DELETE, or its closed connection).
         await page.goto("about:blank")
