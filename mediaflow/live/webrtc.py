@@ -98,7 +98,7 @@ class ViewerStream:
         if missing:
             raise UnsupportedAiortc(
                 f"this aiortc's RTCRtpSender has no {', '.join(missing)}: mediaflow's WebRTC"
-                " view needs aiortc 1.14-1.16"
+                " view is made for aiortc 1.16"
             )
         self.sender = sender
         self.queue = queue

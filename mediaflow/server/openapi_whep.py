@@ -35,7 +35,11 @@ def whep_ops() -> Schema:
                     | {"headers": location},
                     **errors(400, 401, 403, 404, 413),
                     "415": answer(f"The offer is not {SDP_TYPE}.", ERROR),
-                    "501": answer("The webrtc extra (aiortc) is not installed here.", ERROR),
+                    "501": answer(
+                        "The webrtc extra (aiortc) is not installed here, or its aiortc"
+                        " is not one this server can send with.",
+                        ERROR,
+                    ),
                     "503": answer(
                         "No frame yet, or the camera has its most viewers (try later).",
                         ERROR,

@@ -15,7 +15,9 @@ Refusals, decided before anything is negotiated: ``415`` for another content typ
 offer with an H.264 video section (or that aiortc cannot answer), ``404`` without
 a live feed of that camera, ``503`` (``Retry-After``) before its first frame and past
 ``MEDIAFLOW_WHEP_MAX_VIEWERS`` viewers of one camera, ``501`` when the ``webrtc``
-extra (aiortc) is not installed. An offer never gets a 5xx for what it says.
+extra (aiortc) is not installed or is an aiortc the viewer streams cannot drive
+(:class:`~mediaflow.live.webrtc.UnsupportedAiortc`). An offer never gets a 5xx for
+what it says.
 
 Access is the live view's (:mod:`mediaflow.live`): the read lock, or a wall link of
 the flow (:data:`mediaflow.server.links.WHEP_ROUTES`); a POST here reads, it writes
