@@ -102,6 +102,8 @@ async def _resent_on_nack(viewer: Any, session: Any) -> None:
     (sender, *_) = [s for s in session.pc.getSenders() if s.kind == "video"]
     stats = [s for s in (await sender.getStats()).values() if s.type == "outbound-rtp"]
     assert stats and stats[0].packetsSent > 0 and stats[0].packetsSent <= video.sent
+    # A frame's packets leave in one system call (UDP segmentation), not one each.
+    assert video.wire is not None and 0 < video.wire.calls < video.sent
     (receiver, *_) = [t.receiver for t in viewer.pc.getTransceivers() if t.kind == "video"]
     sequence = max(video._history.values())[0]  # sent: still held
     await receiver._send_rtcp_nack(sender._ssrc, [(sequence - 2 * HISTORY_PACKETS) & 0xFFFF])

@@ -22,6 +22,7 @@ from mediaflow.live.rtp import (
     playout_delay,
     rtp_header,
 )
+from mediaflow.live.rtp_wire import batches
 
 SPS, PPS = b"\x67\x42\xc0\x1f\xda", b"\x68\xce\x3c\x80"
 IDR = b"\x65" + bytes(range(256)) * 20  # 5,121 bytes: five fragments
@@ -130,3 +131,20 @@ def test_the_answer_agrees_to_the_playout_delay_offered_for_video() -> None:
 )
 def test_the_answer_stays_as_it_is_without_a_usable_offer(offer: str) -> None:
     assert answer_with_extension(offer, ANSWER, "video", PLAYOUT_DELAY_URI) == (ANSWER, None)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "runs"),
+    [
+        ([], []),
+        ([1222] * 5 + [300], [(0, 6)]),  # a frame's fragments: one call
+        ([40, 30, 1222, 1222, 500], [(0, 2), (2, 5)]),  # 40 then shorter 30; then the IDR
+        ([100, 200], [(0, 1), (1, 2)]),  # a longer one starts a run of its own
+        ([1222] * 70, [(0, 49), (49, 70)]),  # 60,000 bytes at most in one call
+        ([10] * 130, [(0, 64), (64, 128), (128, 130)]),  # 64 datagrams at most
+    ],
+)
+def test_a_frame_is_sent_in_runs_of_one_size(
+    sizes: list[int], runs: list[tuple[int, int]]
+) -> None:
+    assert batches(sizes) == runs

@@ -46,6 +46,7 @@ from mediaflow.live.rtp import (
     playout_delay,
     rtp_header,
 )
+from mediaflow.live.rtp_wire import Wire
 
 log = logging.getLogger("mediaflow.live.webrtc")
 
@@ -105,6 +106,7 @@ class ViewerStream:
         self.heard = heard
         self.sent = 0  # packets
         self.resent = 0
+        self.wire: Wire | None = None  # where its packets go, once connected
         self._fixed: list[tuple[int, bytes]] = []  # the extensions that never change
         self._abs_send_time_id: int | None = None
         self._history: dict[int, tuple[int, bytes, bytes]] = {}
@@ -163,13 +165,19 @@ class ViewerStream:
         sequence, origin = secrets.randbits(16), secrets.randbits(32)
         video = self.queue.video
         octets = packets = 0
+        wire: Wire | None = None
         try:
             while True:
                 frame: RtpFrame = await self.queue.get()
+                if wire is None or not wire.same_pair(transport):
+                    if wire is not None:
+                        wire.close()
+                    wire = self.wire = Wire.of(transport)
                 ntp = clock.current_ntp_time()
                 extensions = self._extensions(ntp)
                 timestamp = (origin + frame.ticks) & 0xFFFFFFFF
                 last = len(frame.payloads) - 1
+                out: list[bytes] = []
                 for i, payload in enumerate(frame.payloads):
                     prefix = (
                         rtp_header(
@@ -183,10 +191,15 @@ class ViewerStream:
                         + extensions
                     )
                     self._history[sequence % HISTORY_PACKETS] = (sequence, prefix, payload)
-                    await transport._send_rtp(prefix + payload)
+                    out.append(prefix + payload)
                     sequence = (sequence + 1) & 0xFFFF
                     octets += len(payload)
-                packets += len(frame.payloads)
+                if wire is not None:
+                    wire.send(out)
+                else:  # not connected yet, or an aiortc whose wire is not found
+                    for packet in out:
+                        await transport._send_rtp(packet)
+                packets += len(out)
                 self.sent = packets
                 self._count(ntp, timestamp, octets, packets)
         except (asyncio.CancelledError, ConnectionError, QueueClosed):
@@ -194,6 +207,8 @@ class ViewerStream:
         except Exception:
             log.exception("a WebRTC viewer's %s stream stopped", "video" if video else "audio")
         finally:
+            if wire is not None:
+                wire.close()
             self._exited.set()
 
     def _count(self, ntp: int, timestamp: int, octets: int, packets: int) -> None:
