@@ -68,7 +68,8 @@ class Wire:
     @classmethod
     def of(cls, dtls: Any) -> Wire | None:
         """The wire of aiortc's ``RTCDtlsTransport`` ``dtls``, or None before it is
-        connected or when aiortc or aioice keep this state elsewhere."""
+        connected, when aiortc or aioice keep this state elsewhere, or when the
+        socket cannot be had (then the caller sends through aiortc)."""
         try:
             if dtls.state != "connected":
                 return None
@@ -76,7 +77,7 @@ class Wire:
             if pair is None:
                 return None
             return cls(dtls._tx_srtp.protect, pair.protocol.transport, pair.remote_addr)
-        except AttributeError:
+        except (AttributeError, OSError):  # moved, or no descriptor left to dup
             return None
 
     def same_pair(self, dtls: Any) -> bool:
