@@ -219,3 +219,23 @@ async def test_a_viewer_that_stops_reading_is_dropped_within_seconds(tmp_path: P
         finally:
             proc.kill()
             await proc.wait()
+
+
+async def test_without_its_socket_a_viewer_is_sent_through_aiortc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the wire cannot be had (an aioice that keeps its pairs elsewhere, no
+    descriptor left), the stream hands each packet to aiortc's DTLS transport."""
+    from mediaflow.live.rtp_wire import Wire
+
+    monkeypatch.setattr(Wire, "of", classmethod(lambda cls, dtls: None))
+    async with served_camera(tmp_path, sound=False) as served:
+        viewer = await watch(served.client, served.url, audio=False)
+        try:
+            await wait_until(lambda: len(viewer.sizes) >= 10, 15)
+            service = served.runner.app[WHEP_KEY].service
+            assert service is not None
+            (session,) = service.sessions.values()
+            assert session.streams[0].wire is None and session.streams[0].sent > 0
+        finally:
+            await viewer.close()
