@@ -144,7 +144,5 @@ def test_the_answer_stays_as_it_is_without_a_usable_offer(offer: str) -> None:
         ([10] * 130, [(0, 64), (64, 128), (128, 130)]),  # 64 datagrams at most
     ],
 )
-def test_a_frame_is_sent_in_runs_of_one_size(
-    sizes: list[int], runs: list[tuple[int, int]]
-) -> None:
+def test_a_frame_is_sent_in_runs_of_one_size(sizes: list[int], runs: list[tuple[int, int]]) -> None:
     assert batches(sizes) == runs
