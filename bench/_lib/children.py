@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+from pathlib import Path
 
 HOST = "127.0.0.1"
 STOP_S = 30.0  # then SIGKILL
@@ -39,3 +40,29 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDIAFLOW_", "ARTIFACT_"))}
     env.update(extra)
     return env
+
+
+class LoggedChild:
+    """A child process that writes its output to ``log``: what a benchmark asks of
+    a flow it started (its pid, its end, a clean stop, its log)."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Its exit status once it ends on its own; None if it runs past ``timeout_s``."""
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> int | None:
+        """SIGTERM (a clean stop), SIGKILL past a while; the exit status."""
+        return stop_child(self.proc, 60.0)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._lib.children import HOST, clean_env, free_port, stop_child
+from bench._lib.children import HOST, LoggedChild, clean_env, free_port, stop_child
 from bench._lib.common import REPO_ROOT
 
 START_S = 60.0
@@ -113,7 +113,7 @@ class Service:
         self.proc = None
 
 
-class FlowRun:
+class FlowRun(LoggedChild):
     """``mediaflow run FLOW --data DIR --port 0 --jsonl ARGS`` with ``env`` added to a
     clean environment (no ``MEDIAFLOW_*`` or ``ARTIFACT_*`` of this shell's)."""
 
@@ -131,24 +131,6 @@ class FlowRun:
                 stderr=stderr,
             )
         self.url = _wait_for_url(self.proc, self.log)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def wait(self, timeout_s: float) -> int | None:
-        """Its exit status once it ends on its own; None if it runs past ``timeout_s``."""
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self) -> int | None:
-        """SIGTERM (a clean stop), SIGKILL past a while; the exit status."""
-        return stop_child(self.proc, 60.0)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def _wait_for_url(proc: subprocess.Popen[bytes], log: Path) -> str:

@@ -167,15 +167,15 @@ def collect_anchors(url: str, seconds: float, every_s: float = 0.5) -> dict[str,
         time.sleep(every_s)
 
 
-def watch_process(
-    base: str, count: int, seconds: float, record: Path | None, during: Callable[[], None]
-) -> list[ViewerStats]:
-    """``count`` viewers of ``base`` in a child process for ``seconds``; ``during``
-    runs meanwhile. Raises ``RuntimeError`` if they could not watch."""
-    command = [sys.executable, "-m", "bench.live.hls", "--url", base]
-    command += ["--viewers", str(count), "--seconds", f"{seconds:g}"]
-    if record is not None:
-        command += ["--record", str(record)]
+def viewers_child(
+    module: str, base: str, count: int, seconds: float, extra: list[str],
+    during: Callable[[], None], what: str,
+) -> dict[str, Any]:  # fmt: skip
+    """``count`` viewers (``python -m module``) of ``base`` in a child process for
+    ``seconds``, ``during`` running meanwhile; the result it printed. Raises
+    ``RuntimeError`` (naming ``what``) if they could not watch."""
+    command = [sys.executable, "-m", module, "--url", base]
+    command += ["--viewers", str(count), "--seconds", f"{seconds:g}", *extra]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         during()
@@ -187,7 +187,17 @@ def watch_process(
     result = parse_result(out)
     if result is None or "error" in result:
         reason = result["error"] if result else f"exit {proc.returncode}: {err[-300:]}"
-        raise RuntimeError(f"{count} viewer(s): {reason}")
+        raise RuntimeError(f"{count} {what}: {reason}")
+    return result
+
+
+def watch_process(
+    base: str, count: int, seconds: float, record: Path | None, during: Callable[[], None]
+) -> list[ViewerStats]:
+    """``count`` HLS viewers of ``base`` in a child process for ``seconds``; ``during``
+    runs meanwhile. Raises ``RuntimeError`` if they could not watch."""
+    extra = [] if record is None else ["--record", str(record)]
+    result = viewers_child("bench.live.hls", base, count, seconds, extra, during, "viewer(s)")
     return [ViewerStats(**body) for body in result["viewers"]]
 
 
@@ -211,22 +221,13 @@ def whep_window(pid: int, base: str, count: int, config: RunConfig) -> WhepWindo
     process; the flow's CPU once they settled. Raises ``RuntimeError`` if they could not
     watch."""
     window = WhepWindow(count)
-    seconds = config.settle_s + config.seconds + 1.0
-    command = [sys.executable, "-m", "bench.live.whep", "--url", base]
-    command += ["--viewers", str(count), "--seconds", f"{seconds:g}"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+
+    def sample() -> None:
         time.sleep(config.settle_s)
         window.usage = measure(pid, config.seconds)
-        out, err = proc.communicate(timeout=seconds + 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    result = parse_result(out)
-    if result is None or "error" in result:
-        reason = result["error"] if result else f"exit {proc.returncode}: {err[-300:]}"
-        raise RuntimeError(f"{count} WHEP viewer(s): {reason}")
+
+    seconds = config.settle_s + config.seconds + 1.0
+    result = viewers_child("bench.live.whep", base, count, seconds, [], sample, "WHEP viewer(s)")
     window.results, window.counts = result["viewers"], result["counts"]
     return window
 

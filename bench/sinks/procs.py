@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._lib.children import HOST, clean_env, free_port, stop_child
+from bench._lib.children import HOST, LoggedChild, clean_env, free_port, stop_child
 from bench._lib.common import REPO_ROOT
 
 START_S = 30.0
@@ -111,7 +111,7 @@ class Receiver:
         stop_child(self.proc)
 
 
-class FlowRun:
+class FlowRun(LoggedChild):
     """``mediaflow run FLOW --data DIR --until-idle`` with ``env`` added to a clean
     environment; its log (stderr and stdout) in ``DIR.log``."""
 
@@ -123,23 +123,6 @@ class FlowRun:
                 [*argv, "--until-idle"], cwd=REPO_ROOT, env=clean_env(**env),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def wait(self, timeout_s: float) -> int | None:
-        """Its exit status once it ends on its own; None if it runs past ``timeout_s``."""
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self) -> int | None:
-        return stop_child(self.proc, 60.0)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def _wait_for(pattern: re.Pattern[str], proc: subprocess.Popen[bytes], log: Path) -> str:
