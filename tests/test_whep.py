@@ -105,7 +105,8 @@ async def _resent_on_nack(viewer: Any, session: Any) -> None:
     # A frame's packets leave in one system call (UDP segmentation), not one each.
     assert video.wire is not None and 0 < video.wire.calls < video.sent
     (receiver, *_) = [t.receiver for t in viewer.pc.getTransceivers() if t.kind == "video"]
-    sequence = max(video._history.values())[0]  # sent: still held
+    sequence = video._history.newest  # sent: still held
+    assert sequence is not None
     await receiver._send_rtcp_nack(sender._ssrc, [(sequence - 2 * HISTORY_PACKETS) & 0xFFFF])
     await receiver._send_rtcp_nack(sender._ssrc, [sequence])
     await wait_until(lambda: video.resent >= 1, 5)
@@ -225,7 +226,8 @@ async def test_without_its_socket_a_viewer_is_sent_through_aiortc(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where the wire cannot be had (an aioice that keeps its pairs elsewhere, no
-    descriptor left), the stream hands each packet to aiortc's DTLS transport."""
+    descriptor left), the stream hands each packet to aiortc's DTLS transport, which
+    also sends again what a NACK asks for."""
     from mediaflow.live.rtp_wire import Wire
 
     monkeypatch.setattr(Wire, "of", classmethod(lambda cls, dtls: None))
@@ -236,6 +238,12 @@ async def test_without_its_socket_a_viewer_is_sent_through_aiortc(
             service = served.runner.app[WHEP_KEY].service
             assert service is not None
             (session,) = service.sessions.values()
-            assert session.streams[0].wire is None and session.streams[0].sent > 0
+            video = session.streams[0]
+            assert video.wire is None and video.sent > 0
+            (sender, *_) = [s for s in session.pc.getSenders() if s.kind == "video"]
+            (receiver, *_) = [t.receiver for t in viewer.pc.getTransceivers()
+                              if t.kind == "video"]  # fmt: skip
+            await receiver._send_rtcp_nack(sender._ssrc, [video._history.newest])
+            await wait_until(lambda: video.resent == 1, 5)
         finally:
             await viewer.close()

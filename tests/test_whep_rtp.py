@@ -4,7 +4,11 @@ parsers: the H.264 payloads (RFC 6184), the fixed header and its extensions
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 import pytest
+from aiortc.clock import datetime_to_ntp
 from aiortc.codecs.h264 import H264PayloadDescriptor
 from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket
@@ -14,13 +18,15 @@ from mediaflow.live.rtp import (
     MAX_PAYLOAD,
     MID_URI,
     PLAYOUT_DELAY_URI,
+    RtpFrame,
+    RtpHeader,
     abs_send_time,
     answer_with_extension,
     extension_block,
     extension_id,
     h264_payloads,
+    ntp_time,
     playout_delay,
-    rtp_header,
 )
 from mediaflow.live.rtp_wire import batches
 
@@ -53,22 +59,31 @@ def test_the_header_and_extensions_read_back_in_aiortc() -> None:
     mid, send_time = b"0", abs_send_time(0x1234_5678_9ABC_DEF0)
     extensions = extension_block([(3, mid), (2, send_time), (12, playout_delay(0, 0))])
     assert len(extensions) % 4 == 0
-    head = rtp_header(
-        payload_type=102, sequence=0x1_0005, timestamp=2**32 + 7, ssrc=0xDEADBEEF, marker=True,
-        extended=True,
-    )  # fmt: skip
-    packet = RtpPacket.parse(head + extensions + b"payload", _extension_map())
-    assert (packet.version, packet.payload_type, packet.marker) == (2, 102, 1)
-    assert (packet.sequence_number, packet.timestamp, packet.ssrc) == (5, 7, 0xDEADBEEF)
-    assert packet.extensions.mid == "0"
-    assert packet.extensions.abs_send_time == (0x1234_5678_9ABC_DEF0 >> 14) & 0xFFFFFF
-    assert packet.payload == b"payload"
-    plain = RtpPacket.parse(rtp_header(payload_type=111, sequence=1, timestamp=2, ssrc=3,
-                                       marker=False, extended=False) + b"x")  # fmt: skip
-    assert (plain.marker, plain.payload) == (0, b"x")
+    header = RtpHeader(payload_type=102, ssrc=0xDEADBEEF, origin=2**32 - 2)
+    frames = [RtpFrame((b"first", b"second"), 9, True), RtpFrame((b"next",), 3009, False)]
+    out, last = header.packets(frames, 0xFFFF, extensions)
+    packets = [RtpPacket.parse(p, _extension_map()) for p in out]
+    assert [p.sequence_number for p in packets] == [0xFFFF, 0, 1]  # numbers wrap
+    assert [p.timestamp for p in packets] == [7, 7, 3007] and last == 3007  # so do times
+    assert [p.marker for p in packets] == [0, 1, 1]  # a frame's last packet is marked
+    assert all((p.version, p.payload_type, p.ssrc) == (2, 102, 0xDEADBEEF) for p in packets)
+    assert packets[0].extensions.mid == "0"
+    assert packets[0].extensions.abs_send_time == (0x1234_5678_9ABC_DEF0 >> 14) & 0xFFFFFF
+    assert [p.payload for p in packets] == [b"first", b"second", b"next"]
+    sound = RtpFrame((b"a", b"b", b"c"), 100, True, spacing=960)  # a run of Opus packets
+    out, last = RtpHeader(111, 3, 0).packets([sound], 1, b"")
+    plain = [RtpPacket.parse(p) for p in out]
+    assert [(p.timestamp, p.marker, p.payload) for p in plain] == [
+        (100, 0, b"a"), (1060, 0, b"b"), (2020, 0, b"c")
+    ]  # fmt: skip
     assert extension_block([]) == b""
     with pytest.raises(ValueError, match="one-byte form"):
         extension_block([(15, b"x")])
+
+
+def test_the_ntp_time_is_aiortcs() -> None:
+    now = time.time()
+    assert abs(ntp_time(now) - datetime_to_ntp(datetime.fromtimestamp(now, UTC))) < 2**32 // 1000
 
 
 def _extension_map() -> HeaderExtensionsMap:

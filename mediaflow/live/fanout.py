@@ -6,7 +6,9 @@ payloads (the parameter sets before every keyframe, so a viewer can start at any
 them) as one :class:`~mediaflow.live.rtp.RtpFrame` on the 90 kHz clock: made once,
 shared by every viewer, never decoded or encoded again. One :class:`OpusFanout` per
 watched microphone encodes its sound to Opus once, on a thread of its own, while at
-least one viewer listens, and shares the packets the same way.
+least one viewer listens, and shares the packets the same way: a chunk's packets as
+one :class:`~mediaflow.live.rtp.RtpFrame` (:func:`sound_runs`), which a viewer's
+sender sends in one go.
 
 Each viewer has a :class:`ViewerQueue`: bounded, with a named policy
 (:func:`admit`). Video that finds it full is dropped up to the next keyframe (a
@@ -45,12 +47,15 @@ from mediaflow.live.sound import LiveSound
 log = logging.getLogger("mediaflow.live.webrtc")
 
 VIDEO_CLOCK = Fraction(1, 90000)  # RTP's H.264 clock (RFC 6184 §8.2.1)
-OPUS_CLOCK = Fraction(1, 48000)  # RTP's Opus clock (RFC 7587 §4.1)
-# Two seconds of 30 fps video or 20 ms Opus packets waiting for one viewer's sender:
-# its loop takes each at once, so more than this waiting means it stopped taking.
+# Waiting for one viewer's sender, which takes all that waits at once: more than two
+# seconds of 30 fps video, or 30 microphone chunks (each chunk's Opus packets are
+# one item: 3 s of 100 ms chunks), means it stopped taking.
 VIDEO_QUEUE_FRAMES = 60
-AUDIO_QUEUE_PACKETS = 100
-OPUS_BITS = 64000
+AUDIO_QUEUE_CHUNKS = 30
+OPUS_BITS_PER_CHANNEL = 32000
+OPUS_RATES = frozenset({8000, 12000, 16000, 24000, 48000})  # what libopus takes as it is
+OPUS_COMPLEXITY = 5
+OPUS_PACKET_TICKS = 960  # 20 ms at 48 kHz: libopus's default frame
 OPUS_PENDING_CHUNKS = 32  # microphone chunks waiting for the Opus thread: then dropped
 _LEFT_OUT = frozenset({NAL_SPS, NAL_PPS, NAL_AUD})
 
@@ -126,16 +131,19 @@ class ViewerQueue:
         self.max_depth = max(self.max_depth, len(self._items))
         self._ready.set()
 
-    async def get(self) -> Any:
-        """The next item; waits for one. Raises :class:`QueueClosed` once closed."""
+    async def take_all(self) -> list[Any]:
+        """Everything waiting, oldest first; waits for at least one item. Raises
+        :class:`QueueClosed` once closed."""
         while not self._items:
             if self._closed:
                 raise QueueClosed
             self._ready.clear()
             await self._ready.wait()
-        self.taken += 1
+        items = list(self._items)
+        self._items.clear()
+        self.taken += len(items)
         self.taken_at = time.monotonic()
-        return self._items.popleft()
+        return items
 
     def restart(self) -> None:
         """Drop what waits and go on at the next keyframe (the viewer lost a picture)."""
@@ -241,15 +249,22 @@ class VideoFanout(Fanout):
 
 
 class OpusEncoder:
-    """s16 PCM at any rate in, 20 ms Opus packets at 48 kHz stereo out. Blocking: run
-    it on a thread. A change of rate or channels starts a new encoder, whose packets
-    go on from the last one's time (a viewer's RTP clock never steps back)."""
+    """s16 PCM at any rate in, 20 ms Opus packets out, timed on RTP's 48 kHz clock.
+    Blocking: run it on a thread. A change of rate or channels starts a new encoder,
+    whose packets go on from the last one's time (a viewer's RTP clock never steps
+    back).
+
+    The encoder takes the sound as it comes where Opus can (its rates, mono or
+    stereo): WebRTC's ``opus/48000/2`` names RTP's clock and what a decoder can
+    output, and a decoder plays a mono stream at any rate it was given. Resampling
+    a 16 kHz microphone to 48 kHz stereo first cost more than encoding it."""
 
     def __init__(self) -> None:
         self._context: Any = None
         self._sound: tuple[int, int] | None = None
         self._samples = 0  # taken by the current encoder, at its input rate
         self._base = 0  # the current encoder's first pts, at 48 kHz
+        self._ticks = 1  # RTP ticks (48 kHz) per sample of the encoder's rate
 
     def encode(self, pcm: Pcm, rate: int, channels: int) -> list[tuple[int, bytes]]:
         """``pcm`` shaped ``(frames, channels)``; the (pts at 48 kHz, packet) pairs done.
@@ -265,7 +280,7 @@ class OpusEncoder:
         frame.pts, frame.time_base = self._samples, Fraction(1, rate)
         self._samples += int(pcm.shape[0])
         return [
-            (self._base + int(p.pts), bytes(p))
+            (self._base + int(p.pts) * self._ticks, bytes(p))
             for p in self._context.encode(frame)
             if p.pts is not None
         ]
@@ -275,14 +290,20 @@ class OpusEncoder:
             raise ValueError(f"live sound is mono or stereo; got {channels} channels")
         if self._sound is not None:
             self._base += round(self._samples * 48000 / self._sound[0]) + 960
+        encoded_at = rate if rate in OPUS_RATES else 48000  # else PyAV resamples
         context = av.CodecContext.create("libopus", "w")
-        context.sample_rate = 48000
-        context.layout = "stereo"  # what WebRTC's opus/48000/2 describes
+        context.sample_rate = encoded_at
+        context.layout = LAYOUTS[channels]
         context.format = "s16"
-        context.bit_rate = OPUS_BITS
-        context.time_base = OPUS_CLOCK
+        context.bit_rate = OPUS_BITS_PER_CHANNEL * channels
+        context.time_base = Fraction(1, encoded_at)
+        # Constant bitrate: a chunk's packets are one size, so a viewer's sender
+        # sends them in one system call (rtp_wire). Complexity 5 of 10 halves the
+        # encoder's time for a difference a live listener does not hear.
+        context.options = {"vbr": "off", "compression_level": str(OPUS_COMPLEXITY)}
         context.open()
         self._context, self._sound, self._samples = context, (rate, channels), 0
+        self._ticks = 48000 // encoded_at
 
 
 class OpusFanout(Fanout):
@@ -301,7 +322,7 @@ class OpusFanout(Fanout):
         sound.listeners.append(self._take)
 
     def join(self) -> ViewerQueue:
-        queue = ViewerQueue(AUDIO_QUEUE_PACKETS, video=False)
+        queue = ViewerQueue(AUDIO_QUEUE_CHUNKS, video=False)
         self.viewers.add(queue)
         return queue
 
@@ -331,11 +352,24 @@ class OpusFanout(Fanout):
             self.failed = str(error)
             log.warning("WebRTC sound of %s stops: %s", self.sound.name, error)
             return
-        for pts, data in future.result():
-            item = RtpFrame((data,), pts, keyframe=True)
-            self.encoded += 1
+        packets = future.result()
+        self.encoded += len(packets)
+        for item in sound_runs(packets):
             for queue in self.viewers:
                 queue.offer(item, keyframe=True)
+
+
+def sound_runs(packets: list[tuple[int, bytes]]) -> list[RtpFrame]:
+    """Opus ``(pts, packet)`` pairs as runs of packets that follow one another
+    without a gap (one :class:`RtpFrame` each, sent in one go). Pure."""
+    runs: list[RtpFrame] = []
+    start = 0
+    for end in range(1, len(packets) + 1):
+        if end == len(packets) or packets[end][0] != packets[end - 1][0] + OPUS_PACKET_TICKS:
+            payloads = tuple(data for _, data in packets[start:end])
+            runs.append(RtpFrame(payloads, packets[start][0], True, OPUS_PACKET_TICKS))
+            start = end
+    return runs
 
 
 class FanoutRegistry:

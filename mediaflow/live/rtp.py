@@ -3,7 +3,7 @@
 A frame is cut into RTP payloads once (:func:`h264_payloads`: RFC 6184's single
 NAL unit packets and FU-A fragments) and kept as an :class:`RtpFrame` that every
 viewer's sender reads; a sender only writes the 12-byte header of its own stream
-(:func:`rtp_header`) and the header extensions it negotiated
+(:class:`RtpHeader`) and the header extensions it negotiated
 (:func:`extension_block`) in front of each payload, then encrypts it.
 
 ``playout-delay`` (a header extension of libwebrtc's, offered by Chromium for
@@ -30,15 +30,22 @@ _HEADER = struct.Struct("!BBHII")
 _ONE_BYTE_PROFILE = b"\xbe\xde"  # RFC 8285 §4.2
 
 
+NTP_FROM_UNIX_S = 2_208_988_800  # 1900 to 1970, in seconds
+
+
 @dataclass(frozen=True, slots=True)
 class RtpFrame:
-    """One frame's payloads, made once for all viewers. ``ticks``: its time on the
-    media's RTP clock (90 kHz video, 48 kHz Opus) from the fanout's origin; a
-    viewer adds its own random origin."""
+    """One frame's payloads, or a run of sound packets, made once for all viewers.
+    ``ticks``: the first payload's time on the media's RTP clock (90 kHz video,
+    48 kHz Opus) from the fanout's origin; a viewer adds its own random origin.
+    ``spacing``: the ticks from one payload to the next, 0 for the fragments of one
+    video frame (they share its time and the last is marked), a packet's duration
+    for sound (each packet is a frame of its own)."""
 
     payloads: tuple[bytes, ...]
     ticks: int
     keyframe: bool
+    spacing: int = 0
 
 
 def h264_payloads(nals: list[bytes], limit: int = MAX_PAYLOAD) -> tuple[bytes, ...]:
@@ -63,17 +70,33 @@ def h264_payloads(nals: list[bytes], limit: int = MAX_PAYLOAD) -> tuple[bytes, .
     return tuple(payloads)
 
 
-def rtp_header(
-    *, payload_type: int, sequence: int, timestamp: int, ssrc: int, marker: bool, extended: bool
-) -> bytes:
-    """RTP's fixed header (RFC 3550 §5.1): version 2, no padding, no CSRC."""
-    return _HEADER.pack(
-        0x90 if extended else 0x80,
-        (0x80 if marker else 0) | payload_type,
-        sequence & 0xFFFF,
-        timestamp & 0xFFFFFFFF,
-        ssrc,
-    )
+@dataclass(frozen=True, slots=True)
+class RtpHeader:
+    """What one viewer's stream writes in each packet's fixed header (RFC 3550 §5.1:
+    version 2, no padding, no CSRC) besides its number and time: its payload type,
+    its SSRC and the random origin of its timestamps."""
+
+    payload_type: int
+    ssrc: int
+    origin: int
+
+    def packets(
+        self, frames: list[RtpFrame], sequence: int, extensions: bytes
+    ) -> tuple[list[bytes], int]:
+        """``frames``' payloads as this stream's packets, numbered from ``sequence``,
+        each with ``extensions`` (:func:`extension_block`); and the last one's
+        timestamp. A video frame's last packet is marked (``spacing`` 0)."""
+        first = 0x90 if extensions else 0x80
+        pack, ssrc, out = _HEADER.pack, self.ssrc, []
+        timestamp = self.origin & 0xFFFFFFFF
+        for frame in frames:
+            last = len(frame.payloads) - 1 if frame.spacing == 0 else -1
+            for i, payload in enumerate(frame.payloads):
+                timestamp = (self.origin + frame.ticks + i * frame.spacing) & 0xFFFFFFFF
+                second = self.payload_type | (0x80 if i == last else 0)
+                out.append(pack(first, second, sequence, timestamp, ssrc) + extensions + payload)
+                sequence = (sequence + 1) & 0xFFFF
+        return out, timestamp
 
 
 def extension_block(elements: list[tuple[int, bytes]]) -> bytes:
@@ -97,6 +120,12 @@ def playout_delay(min_ms: int, max_ms: int) -> bytes:
     if not (0 <= low <= high <= 0xFFF):
         raise ValueError(f"a playout delay of {min_ms}-{max_ms} ms cannot be sent")
     return bytes(((low >> 4) & 0xFF, ((low & 0xF) << 4) | (high >> 8), high & 0xFF))
+
+
+def ntp_time(unix_s: float) -> int:
+    """``unix_s`` (``time.time()``) as a 64-bit NTP timestamp: seconds since 1900 in
+    32.32 fixed point."""
+    return int((unix_s + NTP_FROM_UNIX_S) * (1 << 32)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 def abs_send_time(ntp: int) -> bytes:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiortc import MediaStreamTrack, RTCRtpSender, clock
+from aiortc import MediaStreamTrack, RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 from av.frame import Frame
 
@@ -41,12 +41,13 @@ from mediaflow.live.rtp import (
     ABS_SEND_TIME_URI,
     MID_URI,
     RtpFrame,
+    RtpHeader,
     abs_send_time,
     extension_block,
+    ntp_time,
     playout_delay,
-    rtp_header,
 )
-from mediaflow.live.rtp_wire import Wire
+from mediaflow.live.rtp_wire import History, Sealed, Wire
 
 log = logging.getLogger("mediaflow.live.webrtc")
 
@@ -102,6 +103,7 @@ class ViewerStream:
                 " view is made for aiortc 1.16"
             )
         self.sender = sender
+        self.kind = "video" if queue.video else "audio"
         self.queue = queue
         self.heard = heard
         self.sent = 0  # packets
@@ -109,7 +111,7 @@ class ViewerStream:
         self.wire: Wire | None = None  # where its packets go, once connected
         self._fixed: list[tuple[int, bytes]] = []  # the extensions that never change
         self._abs_send_time_id: int | None = None
-        self._history: dict[int, tuple[int, bytes, bytes]] = {}
+        self._history = History(HISTORY_PACKETS)
         self._ssrc = sender._ssrc
         self._started: asyncio.Event = getattr(sender, _PREFIX + "rtp_started")
         self._exited: asyncio.Event = getattr(sender, _PREFIX + "rtp_exited")
@@ -158,54 +160,39 @@ class ViewerStream:
         return extension_block(elements)
 
     async def _run(self, codec: Any) -> None:
-        """The sender's RTP loop, in place of aiortc's (module doc)."""
+        """The sender's RTP loop, in place of aiortc's (module doc): whatever waits in
+        the queue (a frame, a chunk's sound, more when the loop fell behind) goes out
+        in one :meth:`Wire.send`."""
         self._started.set()
         transport = self.sender.transport
-        payload_type, ssrc = codec.payloadType, self._ssrc
-        sequence, origin = secrets.randbits(16), secrets.randbits(32)
-        video = self.queue.video
+        header = RtpHeader(codec.payloadType, self._ssrc, secrets.randbits(32))
+        sequence = secrets.randbits(16)
         octets = packets = 0
         wire: Wire | None = None
         try:
             while True:
-                frame: RtpFrame = await self.queue.get()
+                frames: list[RtpFrame] = await self.queue.take_all()
                 if wire is None or not wire.same_pair(transport):
                     if wire is not None:
                         wire.close()
                     wire = self.wire = Wire.of(transport)
-                ntp = clock.current_ntp_time()
-                extensions = self._extensions(ntp)
-                timestamp = (origin + frame.ticks) & 0xFFFFFFFF
-                last = len(frame.payloads) - 1
-                out: list[bytes] = []
-                for i, payload in enumerate(frame.payloads):
-                    prefix = (
-                        rtp_header(
-                            payload_type=payload_type,
-                            sequence=sequence,
-                            timestamp=timestamp,
-                            ssrc=ssrc,
-                            marker=video and i == last,
-                            extended=bool(extensions),
-                        )
-                        + extensions
-                    )
-                    self._history[sequence % HISTORY_PACKETS] = (sequence, prefix, payload)
-                    out.append(prefix + payload)
-                    sequence = (sequence + 1) & 0xFFFF
-                    octets += len(payload)
+                ntp = ntp_time(time.time())
+                out, timestamp = header.packets(frames, sequence, self._extensions(ntp))
+                first, sequence = sequence, (sequence + len(out)) & 0xFFFF
+                octets += sum(len(p) for frame in frames for p in frame.payloads)
                 if wire is not None:
-                    wire.send(out)
+                    self._history.keep(first, wire.send(out))
                 else:  # not connected yet, or an aiortc whose wire is not found
                     for packet in out:
                         await transport._send_rtp(packet)
+                    self._history.keep(first, Sealed.of(out, encrypted=False))
                 packets += len(out)
                 self.sent = packets
                 self._count(ntp, timestamp, octets, packets)
         except (asyncio.CancelledError, ConnectionError, QueueClosed):
             pass
         except Exception:
-            log.exception("a WebRTC viewer's %s stream stopped", "video" if video else "audio")
+            log.exception("a WebRTC viewer's %s stream stopped", self.kind)
         finally:
             if wire is not None:
                 wire.close()
@@ -218,9 +205,15 @@ class ViewerStream:
             setattr(self.sender, _PREFIX + name, value)
 
     async def _resend(self, sequence: int) -> None:
-        kept = self._history.get(sequence % HISTORY_PACKETS)
-        if kept is None or kept[0] != sequence:
+        found = self._history.find(sequence)
+        if found is None:
             return  # older than the history: the viewer's next keyframe request repairs it
-        self.resent += 1
+        packet, encrypted = found
         with contextlib.suppress(ConnectionError):
-            await self.sender.transport._send_rtp(kept[1] + kept[2])
+            if not encrypted:
+                await self.sender.transport._send_rtp(bytes(packet))
+            elif self.wire is not None:
+                self.wire.resend(packet)
+            else:
+                return  # its wire is gone: a new pair has new packets
+            self.resent += 1

@@ -181,8 +181,6 @@ class WhepService:
             await asyncio.sleep(WATCH_INTERVAL_S)
             why = self._verdict(session, time.monotonic())
             if why is not None:
-                log.info("WHEP viewer %s of %s/%s ends: %s", session.id, session.flow,
-                         session.node, why)  # fmt: skip
                 await self.end(session.id, why)
 
     async def end(self, session_id: str, why: str = "ended by the viewer") -> bool:
@@ -192,6 +190,9 @@ class WhepService:
             return False
         session.ended = why
         self.ended[why] = self.ended.get(why, 0) + 1
+        sent = ", ".join(f"{s.kind} {s.sent} packets ({s.resent} resent)" for s in session.streams)
+        log.info("WHEP viewer %s of %s/%s ended (%s): %s", session.id, session.flow,
+                 session.node, why, sent or "nothing sent")  # fmt: skip
         for fanout in self.fanouts.all():
             for queue in (session.video, session.audio):
                 if queue is not None and queue in fanout.viewers:
