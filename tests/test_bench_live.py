@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from bench.live import floor
 from bench.live.browser import BrowserResult, unavailable
 from bench.live.cpu import PeerResult, Usage
 from bench.live.flow import LiveFlow, clip_flow_text, make_clip, write_flow
@@ -49,6 +50,7 @@ from bench.live.sync import (
 from bench.live.webrtc import derive, unwrap
 from mediaflow.flows import load_flow
 from mediaflow.live import Sample, TrackRun, fragment
+from mediaflow.live.rtp import MAX_PAYLOAD
 from tests.live_helpers import tool
 
 MEDIAFLOW_PLAYLIST = """#EXTM3U
@@ -261,6 +263,7 @@ def made_up_run(index: int, idle: float, many: float) -> RunResult:
     run.clip_offsets = [-0.1, -0.1, -0.099]
     run.whep = WhepWindow(10, Usage(20.0, idle + 0.02, 1.1))
     run.whep_again = WhepWindow(10, Usage(20.0, idle + 0.04, 1.1))
+    run.whep_floor = {"cores": 0.01, "sent": 38000, "received": 38000}
     run.browser_webrtc = BrowserResult(
         "webrtc",
         latencies=[0.2] * 95 + [0.25] * 5,
@@ -280,6 +283,15 @@ def test_webrtc_figures() -> None:
     assert got["cpu_whep"] == pytest.approx(0.43)
     assert got["cpu_whep_added"] == pytest.approx(0.03)
     assert got["cpu_whep_increase"] == pytest.approx(0.075)
+    assert got["cpu_whep_floor"] == 0.01 and got["cpu_whep_floor_share"] == pytest.approx(0.025)
+
+
+def test_the_floor_cuts_a_frame_as_the_server_does() -> None:
+    overhead = floor.OVERHEAD
+    assert floor.frame_datagrams(100) == [100 + overhead]
+    assert floor.frame_datagrams(MAX_PAYLOAD) == [MAX_PAYLOAD + overhead]
+    whole = [MAX_PAYLOAD + overhead]
+    assert floor.frame_datagrams(2 * MAX_PAYLOAD + 7) == whole * 2 + [7 + overhead]
 
 
 def shown_frames(
@@ -376,6 +388,8 @@ def test_one_short_run_measures_every_section(tmp_path: Path) -> None:
     assert run.whep is not None and run.whep.usage is not None and not run.whep.errors, run.whep
     assert run.whep.counts["video"]["frames"] > 0, run.whep.counts
     assert got["cpu_whep_increase"] is not None
+    assert run.whep_floor is not None and run.whep_floor["sent"] > 0, run.whep_floor
+    assert run.whep_floor["received"] == run.whep_floor["sent"], run.whep_floor
     if config.browser:
         assert run.browser is not None and run.browser.error is None, run.browser
         assert len(run.browser.latencies) > 10

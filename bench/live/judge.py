@@ -132,6 +132,9 @@ def figures(run: RunResult, viewers: int) -> Figures:
     got["cpu_whep_added"] = whep - idle if whep is not None and idle is not None else None
     got["cpu_whep_increase"] = whep / idle - 1 if whep is not None and idle else None
     got["cpu_wall_webrtc"] = web.usage.cores if web and web.usage else None
+    floor = run.whep_floor.get("cores") if run.whep_floor else None
+    got["cpu_whep_floor"] = floor
+    got["cpu_whep_floor_share"] = floor / idle if floor is not None and idle else None
     one_lags = run.one.lags if run.one else []
     many_lags = run.many.lags if run.many else []
     peer_lags = run.peer.lags if run.peer else []
@@ -237,18 +240,22 @@ def report(runs: Sequence[RunResult], viewers: int, heading: str) -> str:
         "WebRTC (WHEP) in the same run: glass-to-glass in Chromium (capture times from the"
         " flashes), its halves (to the browser: received - captured; in the browser:"
         " shown - received), Chromium's mean jitter-buffer delay; the flow's CPU with"
-        f" {viewers} WHEP viewers (aiortc, not decoding; the mean of two windows)",
+        f" {viewers} WHEP viewers (aiortc, not decoding; the mean of two windows), and the"
+        " floor: their datagrams only sent, by a process that does nothing else",
         ["p50", "p95", "max", "to browser p50", "p95", "in browser p50", "p95",
          "jitter buffer", "flashes", "wall (cores)", f"{viewers} WHEP (cores)",
-         "added (cores)", "vs no viewer"],
+         "added (cores)", "vs no viewer", "floor (cores)", "floor vs no viewer"],
         [("webrtc_p50", ms), ("webrtc_p95", ms), ("webrtc_max", ms),
          ("webrtc_to_browser", ms), ("webrtc_to_browser_p95", ms),
          ("webrtc_in_browser", ms), ("webrtc_in_browser_p95", ms),
          ("webrtc_jitter_buffer", ms), ("webrtc_flashes", count),
          ("cpu_wall_webrtc", cores), ("cpu_whep", cores), ("cpu_whep_added", cores),
-         ("cpu_whep_increase", pct)],
+         ("cpu_whep_increase", pct), ("cpu_whep_floor", cores),
+         ("cpu_whep_floor_share", pct)],
         [("p50", "webrtc_p50", ms), ("p95", "webrtc_p95", ms),
-         (f"{viewers} WHEP viewers vs no viewer", "cpu_whep_increase", pct)],
+         (f"{viewers} WHEP viewers vs no viewer", "cpu_whep_increase", pct),
+         ("the floor (their datagrams, only sent) vs no viewer", "cpu_whep_floor_share",
+          pct)],
     )  # fmt: skip
     section(
         "A/V sync in the live stream: camera + microphone (observed - made, per flash and beep;"

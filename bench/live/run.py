@@ -12,6 +12,8 @@ viewer came (a feed read in the last 10 s is *watched*):
    (:mod:`bench.live.whep`: aiortc receiving, not decoding), the CPU after
    ``settle_s``; first, because a WHEP viewer does not make the feed *watched*
    (its AAC encode), while an HLS viewer does for ``WATCH_S`` after its last read;
+   then the floor under them (:mod:`bench.live.floor`): the datagrams they received,
+   at the same rates, only sent, by a process of its own beside the flow;
 4. starts one HLS viewer in a process of its own (:mod:`bench.live.hls`), which
    records the stream, and measures the CPU after ``settle_s``;
 5. the same with ``viewers`` viewers (none records);
@@ -125,6 +127,7 @@ class RunResult:
     browser: BrowserResult | None = None  # the wall over LL-HLS
     whep: WhepWindow | None = None  # WHEP viewers, before the HLS ones
     whep_again: WhepWindow | None = None  # and after the second idle window
+    whep_floor: dict[str, Any] | None = None  # their datagrams, only sent (bench.live.floor)
     browser_webrtc: BrowserResult | None = None  # the wall over WHEP
     sync: SyncResult | None = None
     clip_offsets: list[float] | None = None  # a file's own sound against its picture
@@ -232,6 +235,24 @@ def whep_window(pid: int, base: str, count: int, config: RunConfig) -> WhepWindo
     return window
 
 
+def floor_peer(window: WhepWindow, config: RunConfig) -> dict[str, Any]:
+    """:mod:`bench.live.floor` at the sizes ``window``'s viewers received, beside the
+    flow (a process of its own, measuring its own CPU); its result. Raises
+    ``RuntimeError`` if it fails."""
+    video, sound = window.counts.get("video", {}), window.counts.get("audio", {})
+    frame = video.get("bytes", 0) // max(1, video.get("frames", 0))
+    packet = sound.get("bytes", 0) // max(1, sound.get("frames", 0))
+    command = [sys.executable, "-m", "bench.live.floor", "--viewers", str(window.viewers),
+               "--seconds", f"{config.seconds:g}", "--frame-bytes", str(max(1, frame)),
+               "--sound-bytes", str(max(1, packet))]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=config.seconds + 60)
+    result = parse_result(done.stdout)
+    if result is None or "error" in result:
+        reason = result["error"] if result else f"exit {done.returncode}: {done.stderr[-300:]}"
+        raise RuntimeError(f"the floor peer: {reason}")
+    return result
+
+
 def clip_offsets(clip: Path, flow: LiveFlow, config: RunConfig, workdir: Path) -> list[float]:
     """The clip replayed live with its own sound (:func:`bench.live.flow.make_clip`),
     recorded by one viewer: ``beep - flash`` per second. Raises what the steps raise."""
@@ -272,6 +293,8 @@ def run_once(
             if config.webrtc:
                 say(f"   {config.viewers} WHEP viewers")
                 result.whep = whep_window(proc.pid, whep, config.viewers, config)
+                say("   the floor: the same datagrams, only sent")
+                result.whep_floor = floor_peer(result.whep, config)
             say("   1 HLS viewer (recording the stream)")
             result.one = viewers_window(proc.pid, base, 1, config, recording)
             say(f"   {config.viewers} HLS viewers")
