@@ -287,6 +287,7 @@ def test_webrtc_figures() -> None:
 
 
 def test_the_floor_cuts_a_frame_as_the_server_does() -> None:
+    assert floor.PAYLOAD == MAX_PAYLOAD
     overhead = floor.OVERHEAD
     assert floor.frame_datagrams(100) == [100 + overhead]
     assert floor.frame_datagrams(MAX_PAYLOAD) == [MAX_PAYLOAD + overhead]
