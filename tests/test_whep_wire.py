@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pylibsrtp import Policy, Session
 
-from mediaflow.live.fanout import OPUS_PACKET_TICKS, OpusEncoder, sound_runs
+from mediaflow.live.opus import OPUS_PACKET_TICKS, OpusEncoder, sound_runs
 from mediaflow.live.rtp import RtpFrame, RtpHeader
 from mediaflow.live.rtp_wire import History, Sealer, batches
 

@@ -6,9 +6,10 @@ payloads (the parameter sets before every keyframe, so a viewer can start at any
 them) as one :class:`~mediaflow.live.rtp.RtpFrame` on the 90 kHz clock: made once,
 shared by every viewer, never decoded or encoded again. One :class:`OpusFanout` per
 watched microphone encodes its sound to Opus once, on a thread of its own, while at
-least one viewer listens, and shares the packets the same way: a chunk's packets as
-one :class:`~mediaflow.live.rtp.RtpFrame` (:func:`sound_runs`), which a viewer's
-sender sends in one go.
+least one viewer listens (:class:`~mediaflow.live.opus.OpusEncoder`), and shares the
+packets the same way: a chunk's packets as one
+:class:`~mediaflow.live.rtp.RtpFrame` (:func:`~mediaflow.live.opus.sound_runs`), which
+a viewer's sender sends in one go.
 
 Each viewer has a :class:`ViewerQueue`: bounded, with a named policy
 (:func:`admit`). Video that finds it full is dropped up to the next keyframe (a
@@ -34,12 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import Any, TypeVar, assert_never
 
-import av
-import numpy as np
-
-from mediaflow.live.audio import LAYOUTS, Pcm
+from mediaflow.live.audio import Pcm
 from mediaflow.live.h264 import NAL_AUD, NAL_PPS, NAL_SPS, BitstreamError, nal_type, split_annexb
 from mediaflow.live.hub import LiveFeed
+from mediaflow.live.opus import OpusEncoder, sound_runs
 from mediaflow.live.parts import VideoFrame
 from mediaflow.live.rtp import RtpFrame, h264_payloads
 from mediaflow.live.sound import LiveSound
@@ -52,10 +51,6 @@ VIDEO_CLOCK = Fraction(1, 90000)  # RTP's H.264 clock (RFC 6184 §8.2.1)
 # one item: 3 s of 100 ms chunks), means it stopped taking.
 VIDEO_QUEUE_FRAMES = 60
 AUDIO_QUEUE_CHUNKS = 30
-OPUS_BITS_PER_CHANNEL = 32000
-OPUS_RATES = frozenset({8000, 12000, 16000, 24000, 48000})  # what libopus takes as it is
-OPUS_COMPLEXITY = 5
-OPUS_PACKET_TICKS = 960  # 20 ms at 48 kHz: libopus's default frame
 OPUS_PENDING_CHUNKS = 32  # microphone chunks waiting for the Opus thread: then dropped
 _LEFT_OUT = frozenset({NAL_SPS, NAL_PPS, NAL_AUD})
 
@@ -248,64 +243,6 @@ class VideoFanout(Fanout):
             queue.offer(item, keyframe=frame.keyframe)
 
 
-class OpusEncoder:
-    """s16 PCM at any rate in, 20 ms Opus packets out, timed on RTP's 48 kHz clock.
-    Blocking: run it on a thread. A change of rate or channels starts a new encoder,
-    whose packets go on from the last one's time (a viewer's RTP clock never steps
-    back).
-
-    The encoder takes the sound as it comes where Opus can (its rates, mono or
-    stereo): WebRTC's ``opus/48000/2`` names RTP's clock and what a decoder can
-    output, and a decoder plays a mono stream at any rate it was given. Resampling
-    a 16 kHz microphone to 48 kHz stereo first cost more than encoding it."""
-
-    def __init__(self) -> None:
-        self._context: Any = None
-        self._sound: tuple[int, int] | None = None
-        self._samples = 0  # taken by the current encoder, at its input rate
-        self._base = 0  # the current encoder's first pts, at 48 kHz
-        self._ticks = 1  # RTP ticks (48 kHz) per sample of the encoder's rate
-
-    def encode(self, pcm: Pcm, rate: int, channels: int) -> list[tuple[int, bytes]]:
-        """``pcm`` shaped ``(frames, channels)``; the (pts at 48 kHz, packet) pairs done.
-        Raises ``ValueError`` for sound Opus cannot carry as it is (over two channels)."""
-        if self._sound != (rate, channels):
-            self._open(rate, channels)
-        frame = av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(pcm, dtype=np.int16).reshape(1, -1),
-            format="s16",
-            layout=LAYOUTS[channels],
-        )
-        frame.sample_rate = rate
-        frame.pts, frame.time_base = self._samples, Fraction(1, rate)
-        self._samples += int(pcm.shape[0])
-        return [
-            (self._base + int(p.pts) * self._ticks, bytes(p))
-            for p in self._context.encode(frame)
-            if p.pts is not None
-        ]
-
-    def _open(self, rate: int, channels: int) -> None:
-        if channels not in LAYOUTS:
-            raise ValueError(f"live sound is mono or stereo; got {channels} channels")
-        if self._sound is not None:
-            self._base += round(self._samples * 48000 / self._sound[0]) + 960
-        encoded_at = rate if rate in OPUS_RATES else 48000  # else PyAV resamples
-        context = av.CodecContext.create("libopus", "w")
-        context.sample_rate = encoded_at
-        context.layout = LAYOUTS[channels]
-        context.format = "s16"
-        context.bit_rate = OPUS_BITS_PER_CHANNEL * channels
-        context.time_base = Fraction(1, encoded_at)
-        # Constant bitrate: a chunk's packets are one size, so a viewer's sender
-        # sends them in one system call (rtp_wire). Complexity 5 of 10 halves the
-        # encoder's time for a difference a live listener does not hear.
-        context.options = {"vbr": "off", "compression_level": str(OPUS_COMPLEXITY)}
-        context.open()
-        self._context, self._sound, self._samples = context, (rate, channels), 0
-        self._ticks = 48000 // encoded_at
-
-
 class OpusFanout(Fanout):
     """One microphone's sound, encoded to Opus once while viewers listen (module doc)."""
 
@@ -357,19 +294,6 @@ class OpusFanout(Fanout):
         for item in sound_runs(packets):
             for queue in self.viewers:
                 queue.offer(item, keyframe=True)
-
-
-def sound_runs(packets: list[tuple[int, bytes]]) -> list[RtpFrame]:
-    """Opus ``(pts, packet)`` pairs as runs of packets that follow one another
-    without a gap (one :class:`RtpFrame` each, sent in one go). Pure."""
-    runs: list[RtpFrame] = []
-    start = 0
-    for end in range(1, len(packets) + 1):
-        if end == len(packets) or packets[end][0] != packets[end - 1][0] + OPUS_PACKET_TICKS:
-            payloads = tuple(data for _, data in packets[start:end])
-            runs.append(RtpFrame(payloads, packets[start][0], True, OPUS_PACKET_TICKS))
-            start = end
-    return runs
 
 
 class FanoutRegistry:

@@ -21,8 +21,7 @@ import numpy as np
 from av.audio.stream import AudioStream
 from av.video.stream import VideoStream
 
-# Sample rates libopus encodes natively; anything else is resampled to 48 kHz.
-OPUS_RATES = frozenset({8000, 12000, 16000, 24000, 48000})
+from mediaflow.live.opus import OPUS_RATES
 
 
 @dataclass(frozen=True)
