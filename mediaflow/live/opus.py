@@ -23,7 +23,8 @@ from mediaflow.live.rtp import RtpFrame
 OPUS_BITS_PER_CHANNEL = 32000
 OPUS_RATES = frozenset({8000, 12000, 16000, 24000, 48000})  # what libopus takes as it is
 OPUS_COMPLEXITY = 5
-OPUS_PACKET_TICKS = 960  # 20 ms at 48 kHz: libopus's default frame
+OPUS_CLOCK_HZ = 48000  # RTP's Opus clock, whatever the rate encoded (RFC 7587 §4.1)
+OPUS_PACKET_TICKS = OPUS_CLOCK_HZ // 50  # 20 ms: libopus's default frame
 
 
 class OpusEncoder:
@@ -67,8 +68,8 @@ class OpusEncoder:
         if channels not in LAYOUTS:
             raise ValueError(f"live sound is mono or stereo; got {channels} channels")
         if self._sound is not None:
-            self._base += round(self._samples * 48000 / self._sound[0]) + 960
-        encoded_at = rate if rate in OPUS_RATES else 48000  # else PyAV resamples
+            self._base += round(self._samples * OPUS_CLOCK_HZ / self._sound[0]) + OPUS_PACKET_TICKS
+        encoded_at = rate if rate in OPUS_RATES else OPUS_CLOCK_HZ  # else PyAV resamples
         context = av.CodecContext.create("libopus", "w")
         context.sample_rate = encoded_at
         context.layout = LAYOUTS[channels]
@@ -81,7 +82,7 @@ class OpusEncoder:
         context.options = {"vbr": "off", "compression_level": str(OPUS_COMPLEXITY)}
         context.open()
         self._context, self._sound, self._samples = context, (rate, channels), 0
-        self._ticks = 48000 // encoded_at
+        self._ticks = OPUS_CLOCK_HZ // encoded_at
 
 
 def sound_runs(packets: list[tuple[int, bytes]]) -> list[RtpFrame]:

@@ -207,14 +207,12 @@ class Wire:
         sealed = self.sealer.seal(packets)
         # Behind datagrams asyncio still holds for the socket, ours would overtake them.
         if not self._segmenting or self.transport.get_write_buffer_size() > 0:
-            for i in range(len(sealed)):
-                self._send_one(sealed.span(i, i + 1))
+            self._send_each(sealed, 0, len(sealed))
             return sealed
         sizes = sealed.sizes()
         for start, end in batches(sizes):
             if not self._send_run(sealed.span(start, end), sizes[start], end - start):
-                for i in range(start, end):
-                    self._send_one(sealed.span(i, i + 1))
+                self._send_each(sealed, start, end)
         return sealed
 
     def resend(self, packet: memoryview) -> None:
@@ -247,6 +245,11 @@ class Wire:
             return False
         self.calls += 1
         return True
+
+    def _send_each(self, sealed: Sealed, start: int, end: int) -> None:
+        """Packets ``start`` to ``end - 1`` a datagram each, through asyncio's transport."""
+        for i in range(start, end):
+            self._send_one(sealed.span(i, i + 1))
 
     def _send_one(self, packet: memoryview) -> None:
         self.transport.sendto(bytes(packet), self.address)

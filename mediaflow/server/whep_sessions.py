@@ -191,8 +191,8 @@ class WhepService:
         session.ended = why
         self.ended[why] = self.ended.get(why, 0) + 1
         sent = ", ".join(f"{s.kind} {s.sent} packets ({s.resent} resent)" for s in session.streams)
-        log.info("WHEP viewer %s of %s/%s ended (%s): %s", session.id, session.flow,
-                 session.node, why, sent or "nothing sent")  # fmt: skip
+        log.info("WHEP viewer %s of %s/%s ended: %s; sent %s", session.id, session.flow,
+                 session.node, why, sent or "nothing")  # fmt: skip
         for fanout in self.fanouts.all():
             for queue in (session.video, session.audio):
                 if queue is not None and queue in fanout.viewers:
