@@ -10,6 +10,7 @@ from mediaflow.config import ConfigError
 from mediaflow.forward.plan import (
     CURSOR_NODE,
     IDLE_WAIT_S,
+    LINK_CHECK_EVERY_S,
     PROBE_EVERY_S,
     Outage,
     Probe,
@@ -18,6 +19,7 @@ from mediaflow.forward.plan import (
     choose_shed,
     cursor_values,
     idle_wait,
+    link_check_due,
     pause_after,
     plan_batch,
     probed,
@@ -88,9 +90,21 @@ def test_rounds_that_fail_while_probes_answer_keep_the_doubling() -> None:
 
 
 def test_an_idle_forwarder_waits_long_unless_the_newest_values_are_due() -> None:
-    assert idle_wait(10.0, latest_at=9.99, latest_skipped=False) == IDLE_WAIT_S
-    assert idle_wait(10.0, latest_at=9.9, latest_skipped=True) == pytest.approx(0.15)
-    assert idle_wait(10.0, latest_at=5.0, latest_skipped=True) == 0.0
+    heard = 10.0  # the link answered just now
+    assert idle_wait(10.0, latest_at=9.99, latest_skipped=False, link_seen_at=heard) == IDLE_WAIT_S
+    assert idle_wait(10.0, 9.9, latest_skipped=True, link_seen_at=heard) == pytest.approx(0.15)
+    assert idle_wait(10.0, latest_at=5.0, latest_skipped=True, link_seen_at=heard) == 0.0
+
+
+def test_an_idle_forwarder_asks_the_link_when_it_has_not_heard_from_it() -> None:
+    assert LINK_CHECK_EVERY_S > IDLE_WAIT_S, "asking the link is rarer than looking locally"
+    heard = 10.0 - LINK_CHECK_EVERY_S + 0.3  # due in 0.3 s
+    assert idle_wait(10.0, latest_at=9.99, latest_skipped=False, link_seen_at=heard) == (
+        pytest.approx(0.3)
+    )
+    assert not link_check_due(10.0, heard)
+    assert link_check_due(10.3, heard)
+    assert idle_wait(20.0, latest_at=9.99, latest_skipped=False, link_seen_at=heard) == 0.0
 
 
 def test_uploads_are_remembered_a_minute_and_at_most_ten_thousand() -> None:

@@ -9,7 +9,14 @@ cheapest call and a ``HEAD`` to the service) and runs a full round as soon as
 a probe answers (:func:`~.plan.step_while_down`), reporting
 ``forward_unavailable`` once per outage and ``forward_available`` when the link
 answers again; capture never waits for it. Idle, it waits for the journal's
-word that new items landed (``arrivals``), looking anyway every second.
+word that new items landed (``arrivals``), looking anyway every second, and
+asks the link whether it answers when it has heard nothing from it for five
+seconds (:func:`~.plan.link_check_due`): an outage is reported while there is
+nothing to send, not first when there is. A call to the shared queue that has not
+answered within :data:`SLOW_CALL_S` is reported as an outage too, while it goes
+on: the queue sends a commit whose answer was lost again, under the same request
+id, for up to 30 s (:mod:`mediaflow.queue.redis.once`), and an outage must not
+wait for that to be seen.
 
 The newest value of every port is sent ahead of the backlog (live values
 first): whoever watches the flow where the work goes sees the present while
@@ -26,11 +33,12 @@ import hashlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Final, assert_never
+from typing import Any, Final, TypeVar, assert_never
 
 from mediaflow.engine.events import EventBus
+from mediaflow.forward.link import Link
 from mediaflow.forward.plan import (
     CURSOR_NODE,
     LATEST_EVERY_S,
@@ -40,6 +48,7 @@ from mediaflow.forward.plan import (
     choose_shed,
     cursor_values,
     idle_wait,
+    link_check_due,
     plan_batch,
     probed,
     read_cursors,
@@ -68,9 +77,15 @@ PROBE_DIGEST: Final = "sha256:" + hashlib.sha256(b"").hexdigest()
 """What a probe asks the service whether it holds (the digest of no bytes): any
 answer, 200 or 404 or a refusal, says the service is there."""
 LINK_ERRORS: Final = (QueueError, RemoteStoreError, OSError)
+SLOW_CALL_S: Final = 2.0
+"""A call to the shared queue that has not answered in this long reports an outage
+(it takes milliseconds when the queue answers)."""
 BACKLOG_EVERY_S: Final = 0.5
 """How often the backlog shown is read from the journal while the forwarder is busy
 catching up or the link is down (idle, it is read every round)."""
+
+
+T = TypeVar("T")
 
 
 class Forwarder:
@@ -115,12 +130,16 @@ class Forwarder:
         self._sent_latest: dict[tuple[str, str], Any] = {}
         self._latest_at = 0.0
         self._latest_skipped = False
-        self._failures = 0
-        self._probes = 0  # of this outage
+        self.link = Link(flow, bus)
         self.rounds = 0  # full rounds tried (what the tests count)
-        self._down_since: float | None = None
+        self._link_seen_at = time.monotonic()  # when a round or a check last reached it
         self._noted_at = 0.0
-        self.status = ForwardStatus(True, 0, 0, 0, None, 0, 0.0)
+        self._counts = ForwardStatus(True, 0, 0, 0, None, 0, 0.0)  # link_up: see status
+
+    @property
+    def status(self) -> ForwardStatus:
+        """What the API and the metrics show: the counts, and the link as it is now."""
+        return replace(self._counts, link_up=self.link.up)
 
     async def run(self) -> None:
         """Forward until cancelled; never raises for the link."""
@@ -128,24 +147,31 @@ class Forwarder:
             self._arrivals.clear()  # before looking: what lands from now on wakes the wait
             try:
                 sent = await self.forward_once()
+                if sent:
+                    self._link_seen_at = time.monotonic()
+                elif link_check_due(time.monotonic(), self._link_seen_at):
+                    await self._ask_link()
+                    self._link_seen_at = time.monotonic()
                 if sent and time.monotonic() - self._noted_at >= BACKLOG_EVERY_S:
                     await self._note_backlog()  # catching up: the backlog shown shrinks
             except LINK_ERRORS as exc:
-                self._link_failed(exc)
+                self.link.failed(exc)
                 await self._note_backlog_while_down()
                 await self._until_the_link_answers()
                 continue
-            self._link_answered()
+            self.link.answered()
             if not sent:
                 await self._note_backlog()
-                wait_s = idle_wait(time.monotonic(), self._latest_at, self._latest_skipped)
+                wait_s = idle_wait(
+                    time.monotonic(), self._latest_at, self._latest_skipped, self._link_seen_at
+                )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._arrivals.wait(), wait_s)
 
     async def _until_the_link_answers(self) -> None:
         """After a failed round: probe the link until it answers, then return for
         the next round (:func:`~.plan.step_while_down` decides)."""
-        outage = Outage(self._failures, time.monotonic())
+        outage = Outage(self.link.failures, time.monotonic())
         answered: bool | None = None
         while True:
             step = step_while_down(outage, answered, time.monotonic())
@@ -167,16 +193,24 @@ class Forwarder:
         call the forwarder makes anyway (this flow's latest values, one small hash)
         and a ``HEAD`` of :data:`PROBE_DIGEST`. A refusal is an answer: the next
         round meets it and reports it."""
-        self._probes += 1
+        self.link.probes += 1
         try:
-            await self._shared.latest(self.flow)
-            await asyncio.to_thread(self._probe.has, PROBE_DIGEST)
-        except (QueueError, StoreUnreachable, OSError) as exc:
+            await self._ask_link()
+        except LINK_ERRORS as exc:
             log.debug("forward: the link does not answer yet: %s", exc)
             return False
-        except RemoteStoreError:
-            return True
         return True
+
+    async def _ask_link(self) -> None:
+        """The probe's two questions; raises what the link raised if it does not
+        answer. A refusal from the service is an answer."""
+        await self._queue_call(self._shared.latest(self.flow))
+        try:
+            await asyncio.to_thread(self._probe.has, PROBE_DIGEST)
+        except StoreUnreachable:
+            raise
+        except RemoteStoreError as exc:
+            log.debug("forward: the service refused the probe: %s", exc)
 
     async def forward_once(self) -> int:
         """One round: the newest values, then a batch of the backlog. Returns how
@@ -187,7 +221,8 @@ class Forwarder:
             # oldest first: sending newer items ahead of it would put it below the
             # cursors, where it would count as sent.
             await self._local.release_consumer(self.consumer)
-            self._cursors = read_cursors(await self._shared.latest(self.flow), self.edge)
+            latest = await self._queue_call(self._shared.latest(self.flow))
+            self._cursors = read_cursors(latest, self.edge)
         await self.forward_latest()
         items = await self._local.claim(self.consumer, dict.fromkeys(self._streams(), BATCH))
         if not items:
@@ -196,9 +231,8 @@ class Forwarder:
         try:
             lost = await self._upload_artifacts(batch.send)
             send = [item for item in batch.send if item.entry_id not in lost]
-            await self._shared.commit(
-                shared_items(send), latest=cursor_values(self.flow, self.edge, batch.cursors)
-            )
+            cursors = cursor_values(self.flow, self.edge, batch.cursors)
+            await self._queue_call(self._shared.commit(shared_items(send), latest=cursors))
         except BaseException:
             await _release_quietly(self._local, [i.entry_id for i in items])
             raise
@@ -211,9 +245,9 @@ class Forwarder:
             await _release_quietly(self._local, [i.entry_id for i in items])
             raise
         self._report_lost([i for i in batch.send if i.entry_id in lost])
-        self.status = replace(
-            self.status,
-            forwarded_items=self.status.forwarded_items + len(send),
+        self._counts = replace(
+            self._counts,
+            forwarded_items=self._counts.forwarded_items + len(send),
             last_forward_at=time.time(),
         )
         return len(items)
@@ -241,7 +275,9 @@ class Forwarder:
         if sent is None:
             return False
         if sent:
-            self.status = replace(self.status, forwarded_bytes=self.status.forwarded_bytes + sent)
+            self._counts = replace(
+                self._counts, forwarded_bytes=self._counts.forwarded_bytes + sent
+            )
         return True
 
     async def forward_latest(self, *, now: bool = False) -> None:
@@ -265,7 +301,8 @@ class Forwarder:
             ref = decode_value(value)
             if isinstance(ref, MediaRef) and not await self._upload(ref, capped=False):
                 del changed[key]  # gone from the box: nothing to show
-        await self._shared.put_latest({(self.flow, n, p): v for (n, p), v in changed.items()})
+        values = {(self.flow, n, p): v for (n, p), v in changed.items()}
+        await self._queue_call(self._shared.put_latest(values))
         self._sent_latest.update(changed)
 
     async def _note_backlog_while_down(self) -> None:
@@ -289,9 +326,9 @@ class Forwarder:
             size = await self._local.waiting_bytes(streams) if items else 0
         except sqlite3.Error as exc:
             log.debug("forward: the backlog's bytes are not known now: %s", exc)
-            size = self.status.backlog_bytes
-        self.status = replace(
-            self.status,
+            size = self._counts.backlog_bytes
+        self._counts = replace(
+            self._counts,
             backlog_items=items,
             backlog_seconds=max(0.0, time.time() - oldest) if oldest else 0.0,
             backlog_bytes=size,
@@ -319,7 +356,7 @@ class Forwarder:
     def _report_lost(self, lost: Sequence[WorkItem]) -> None:
         if not lost:
             return
-        self.status = replace(self.status, lost_items=self.status.lost_items + len(lost))
+        self._counts = replace(self._counts, lost_items=self._counts.lost_items + len(lost))
         by_node: dict[str, list[int]] = {}
         for item in lost:
             by_node.setdefault(item.stream.node, []).append(item.seq)
@@ -333,39 +370,17 @@ class Forwarder:
             )
             self._bus.publish("forward_lost", {"flow": self.flow, "node": node, "items": len(seqs)})
 
-    def _link_failed(self, exc: BaseException) -> None:
-        self._failures += 1
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-            self._probes = 0
-            self.status = replace(self.status, link_up=False)
-            log.warning("forward: the link is down (%s); capture goes on here", exc)
-            self._bus.publish(
-                "forward_unavailable", {"flow": self.flow, "error": f"{type(exc).__name__}: {exc}"}
-            )
-
-    def _link_answered(self) -> None:
-        failed, self._failures = self._failures, 0
-        if self._down_since is not None:
-            away = time.monotonic() - self._down_since
-            self._down_since = None
-            self.status = replace(self.status, link_up=True)
-            log.info(
-                "forward: the link is back after %.1f s (%d round(s) failed, %d probe(s));"
-                " catching up",
-                away,
-                failed,
-                self._probes,
-            )
-            self._bus.publish(
-                "forward_available",
-                {
-                    "flow": self.flow,
-                    "away_s": round(away, 3),
-                    "failed_rounds": failed,
-                    "probes": self._probes,
-                },
-            )
+    async def _queue_call(self, call: Awaitable[T]) -> T:
+        """``await call`` (one call to the shared queue), reporting the link down
+        if it has not answered within :data:`SLOW_CALL_S` (module doc)."""
+        task = asyncio.ensure_future(call)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=SLOW_CALL_S)
+            if not done:
+                self.link.down(f"the shared queue has not answered in {SLOW_CALL_S:g} s")
+            return await task
+        finally:
+            task.cancel()  # when this is cancelled; done, it has no effect
 
 
 async def _release_quietly(local: Delivery, entry_ids: Sequence[str]) -> None:

@@ -33,6 +33,10 @@ IDLE_WAIT_S: Final = 1.0
 before it looks anyway (a safety net: the journal's word is what wakes it)."""
 LATEST_EVERY_S: Final = 0.25
 """The ports' newest values are sent at most this often."""
+LINK_CHECK_EVERY_S: Final = 5.0
+"""How long an idle forwarder goes without a word from the link before it asks
+whether the link answers (the probe's two questions): with nothing to send,
+nothing else would notice an outage, and the link shown would read up."""
 
 
 def cursor_port(edge: str, node: str) -> str:
@@ -154,13 +158,21 @@ def step_while_down(outage: Outage, answered: bool | None, now: float) -> LinkSt
     return Retry(max(0.0, outage.failed_at + pause_after(outage.failures) - now))
 
 
-def idle_wait(now: float, latest_at: float, latest_skipped: bool) -> float:
+def idle_wait(now: float, latest_at: float, latest_skipped: bool, link_seen_at: float) -> float:
     """How long an idle forwarder waits for the journal's word that items landed:
     :data:`IDLE_WAIT_S`, or only until the ports' newest values are due again when
-    its last look came too soon to send them (:data:`LATEST_EVERY_S`)."""
+    its last look came too soon to send them (:data:`LATEST_EVERY_S`), or until the
+    link is due to be asked whether it answers (:func:`link_check_due`)."""
+    wait_s = IDLE_WAIT_S
     if latest_skipped:
-        return min(IDLE_WAIT_S, max(0.0, latest_at + LATEST_EVERY_S - now))
-    return IDLE_WAIT_S
+        wait_s = min(wait_s, latest_at + LATEST_EVERY_S - now)
+    return max(0.0, min(wait_s, link_seen_at + LINK_CHECK_EVERY_S - now))
+
+
+def link_check_due(now: float, link_seen_at: float) -> bool:
+    """Whether an idle forwarder, whose link last answered at ``link_seen_at``, asks
+    it now (:data:`LINK_CHECK_EVERY_S`)."""
+    return now - link_seen_at >= LINK_CHECK_EVERY_S
 
 
 def uploads_to_forget(uploaded: Mapping[str, float], now: float) -> int:
