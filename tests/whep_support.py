@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -28,6 +29,7 @@ MICROPHONE = "lavfi:sine=frequency=440:sample_rate=16000"
 FLOW = "whep"
 WHEP = f"/whep/{FLOW}/cam"
 SDP = {"Content-Type": "application/sdp"}
+KEPT_SOUND_FRAMES = 50  # a second of 20 ms Opus frames, as the viewer decoded them
 
 
 def camera_flow(*, sound: bool = True) -> FlowBuilder:
@@ -43,10 +45,16 @@ def camera_flow(*, sound: bool = True) -> FlowBuilder:
 
 @asynccontextmanager
 async def served_camera(
-    data_dir: Path, settings: ServerSettings | None = None, *, sound: bool = True
+    data_dir: Path,
+    settings: ServerSettings | None = None,
+    *,
+    sound: bool = True,
+    flow: FlowBuilder | None = None,
 ) -> AsyncIterator[Served]:
-    """The camera flow running, served on loopback once its live feed is ready."""
-    session = FlowSession(camera_flow(sound=sound).build(), data_dir, settings=FAST)
+    """The camera flow running (or ``flow``, whose camera is ``FLOW``'s "cam"), served on
+    loopback once its live feed is ready."""
+    flow = flow or camera_flow(sound=sound)
+    session = FlowSession(flow.build(), data_dir, settings=FAST)
     await session.start()
     try:
         state = AppState.for_session(session, settings=settings or ServerSettings())
@@ -70,6 +78,7 @@ class Viewer:
     location: str = ""
     sizes: list[tuple[int, int]] = field(default_factory=list)
     audio_frames: int = 0
+    sound: list[Any] = field(default_factory=list)  # the newest decoded sound, s16 samples
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -116,5 +125,6 @@ async def _read(track: aiortc.MediaStreamTrack, viewer: Viewer) -> None:
                 viewer.sizes.append((frame.width, frame.height))
             else:
                 viewer.audio_frames += 1
+                viewer.sound = [*viewer.sound[-(KEPT_SOUND_FRAMES - 1) :], frame.to_ndarray()]
     except MediaStreamError:
         return

@@ -108,6 +108,34 @@ class AacEncoder:
         ]
 
 
+class AacDecoder:
+    """One AAC track's raw frames (``track.asc`` configures it) to s16 PCM shaped
+    ``(frames, channels)``: a copied camera's own sound, for WebRTC's Opus. Blocking:
+    run it in a thread. Raises ``ValueError`` for a track that is not mono or stereo."""
+
+    def __init__(self, track: AudioTrack) -> None:
+        if track.channels not in LAYOUTS:
+            raise ValueError(f"live sound is mono or stereo; got {track.channels} channels")
+        context = av.CodecContext.create("aac", "r")
+        assert isinstance(context, av.AudioCodecContext)
+        context.extradata = track.asc
+        self.track = track
+        self._context = context
+        layout = LAYOUTS[track.channels]
+        self._to_s16 = av.AudioResampler(format="s16", layout=layout, rate=track.sample_rate)
+
+    def decode(self, data: bytes) -> Pcm:
+        """The PCM of one raw AAC frame (none while the decoder primes). Raises
+        ``av.FFmpegError`` for a frame FFmpeg cannot decode."""
+        channels = self.track.channels
+        pcm = [
+            converted.to_ndarray().reshape(-1, channels)
+            for frame in self._context.decode(av.Packet(data))
+            for converted in self._to_s16.resample(frame)
+        ]
+        return np.concatenate(pcm) if pcm else np.zeros((0, channels), dtype=np.int16)
+
+
 _SILENCE: dict[tuple[int, int], tuple[AudioTrack, bytes]] = {}
 
 

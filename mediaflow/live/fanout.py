@@ -5,11 +5,12 @@ One :class:`VideoFanout` per watched feed listens to it once
 payloads (the parameter sets before every keyframe, so a viewer can start at any of
 them) as one :class:`~mediaflow.live.rtp.RtpFrame` on the 90 kHz clock: made once,
 shared by every viewer, never decoded or encoded again. One :class:`OpusFanout` per
-watched microphone encodes its sound to Opus once, on a thread of its own, while at
-least one viewer listens (:class:`~mediaflow.live.opus.OpusEncoder`), and shares the
-packets the same way: a chunk's packets as one
-:class:`~mediaflow.live.rtp.RtpFrame` (:func:`~mediaflow.live.opus.sound_runs`), which
-a viewer's sender sends in one go.
+watched sound encodes it to Opus once, on a thread of its own, while at least one
+viewer listens (:class:`~mediaflow.live.opus.OpusEncoder`), and shares the packets
+the same way: a chunk's packets as one :class:`~mediaflow.live.rtp.RtpFrame`
+(:func:`~mediaflow.live.opus.sound_runs`), which a viewer's sender sends in one go.
+The sound is a microphone's (:class:`MicrophoneOpus`, the camera's ``live_audio``) or
+a copied camera's own AAC, decoded first on that thread (:class:`CameraOpus`).
 
 Each viewer has a :class:`ViewerQueue`: bounded, with a named policy
 (:func:`admit`). Video that finds it full is dropped up to the next keyframe (a
@@ -31,15 +32,19 @@ import enum
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import Any, TypeVar, assert_never
 
-from mediaflow.live.audio import Pcm
+import av
+
+from mediaflow.live.audio import AacDecoder, Pcm
+from mediaflow.live.fmp4 import AudioTrack
 from mediaflow.live.h264 import NAL_AUD, NAL_PPS, NAL_SPS, BitstreamError, nal_type, split_annexb
 from mediaflow.live.hub import LiveFeed
 from mediaflow.live.opus import OpusEncoder, sound_runs
-from mediaflow.live.parts import VideoFrame
+from mediaflow.live.parts import AudioFrame, VideoFrame
 from mediaflow.live.rtp import RtpFrame, h264_payloads
 from mediaflow.live.sound import LiveSound
 
@@ -244,19 +249,19 @@ class VideoFanout(Fanout):
 
 
 class OpusFanout(Fanout):
-    """One microphone's sound, encoded to Opus once while viewers listen (module doc)."""
+    """Sound encoded to Opus once, on a thread of its own, while viewers listen (module
+    doc): :class:`MicrophoneOpus` and :class:`CameraOpus` say where it comes from."""
 
-    def __init__(self, sound: LiveSound) -> None:
+    def __init__(self, name: str) -> None:
         super().__init__()
-        self.sound = sound
+        self.name = name
         self.encoded = 0  # Opus packets made (once each, whatever the number of viewers)
         self.dropped = 0  # chunks left out: the encoder fell behind
         self.failed: str | None = None
         self._encoder = OpusEncoder()
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"opus {sound.name}")
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"opus {name}")
         self._pending = 0
         self._loop = asyncio.get_running_loop()
-        sound.listeners.append(self._take)
 
     def join(self) -> ViewerQueue:
         queue = ViewerQueue(AUDIO_QUEUE_CHUNKS, video=False)
@@ -264,20 +269,19 @@ class OpusFanout(Fanout):
         return queue
 
     def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self.sound.listeners.remove(self._take)
         super().close()
         self._thread.shutdown(wait=False, cancel_futures=True)
 
-    def _take(self, pcm: Pcm, rate: int, channels: int, captured_at: float) -> None:
+    def _encode_soon(self, work: Callable[..., list[tuple[int, bytes]]], *args: Any) -> None:
+        """Run ``work(*args)`` (it returns Opus packets) on the encoder's thread, then
+        hand its packets to the viewers; dropped while nobody listens or too much waits."""
         if not self.viewers or self.failed is not None:
             return
         if self._pending >= OPUS_PENDING_CHUNKS:
             self.dropped += 1
             return
         self._pending += 1
-        encoder = self._encoder
-        future = self._loop.run_in_executor(self._thread, encoder.encode, pcm, rate, channels)
+        future = self._loop.run_in_executor(self._thread, work, *args)
         future.add_done_callback(self._hand_out)
 
     def _hand_out(self, future: asyncio.Future[list[tuple[int, bytes]]]) -> None:
@@ -287,7 +291,7 @@ class OpusFanout(Fanout):
         error = future.exception()
         if error is not None:
             self.failed = str(error)
-            log.warning("WebRTC sound of %s stops: %s", self.sound.name, error)
+            log.warning("WebRTC sound of %s stops: %s", self.name, error)
             return
         packets = future.result()
         self.encoded += len(packets)
@@ -296,13 +300,61 @@ class OpusFanout(Fanout):
                 queue.offer(item, keyframe=True)
 
 
+class MicrophoneOpus(OpusFanout):
+    """A microphone's chunks (its :class:`~mediaflow.live.sound.LiveSound`), to Opus."""
+
+    def __init__(self, sound: LiveSound) -> None:
+        super().__init__(sound.name)
+        self.sound = sound
+        sound.listeners.append(self._take)
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.sound.listeners.remove(self._take)
+        super().close()
+
+    def _take(self, pcm: Pcm, rate: int, channels: int, captured_at: float) -> None:
+        self._encode_soon(self._encoder.encode, pcm, rate, channels)
+
+
+class CameraOpus(OpusFanout):
+    """A copied camera's own sound (its AAC frames, :meth:`LiveFeed.listen_sound`),
+    decoded and encoded to Opus once on the encoder's thread. A frame FFmpeg cannot
+    decode is left out and counted (``malformed``); the sound goes on."""
+
+    def __init__(self, feed: LiveFeed, name: str) -> None:
+        super().__init__(name)
+        self.malformed = 0
+        self._decoder: AacDecoder | None = None
+        self._stop = feed.listen_sound(self._take)
+
+    def close(self) -> None:
+        self._stop()
+        super().close()
+
+    def _take(self, track: AudioTrack, frame: AudioFrame) -> None:
+        self._encode_soon(self._transcode, track, frame.data)
+
+    def _transcode(self, track: AudioTrack, data: bytes) -> list[tuple[int, bytes]]:
+        if self._decoder is None or self._decoder.track != track:
+            self._decoder = AacDecoder(track)
+        try:
+            pcm = self._decoder.decode(data)
+        except av.FFmpegError:
+            self.malformed += 1
+            return []
+        if not len(pcm):
+            return []  # the decoder primes
+        return self._encoder.encode(pcm, track.sample_rate, track.channels)
+
+
 class FanoutRegistry:
     """The fanouts of the feeds and microphones being watched, made on the first
     viewer and closed with the last (:meth:`release`)."""
 
     def __init__(self) -> None:
         self.video: dict[int, VideoFanout] = {}
-        self.sound: dict[int, OpusFanout] = {}
+        self.sound: dict[int, OpusFanout] = {}  # by microphone, or by a camera's own sound
 
     def video_of(self, feed: LiveFeed) -> VideoFanout:
         if id(feed) not in self.video:
@@ -311,8 +363,14 @@ class FanoutRegistry:
 
     def sound_of(self, sound: LiveSound) -> OpusFanout:
         if id(sound) not in self.sound:
-            self.sound[id(sound)] = OpusFanout(sound)
+            self.sound[id(sound)] = MicrophoneOpus(sound)
         return self.sound[id(sound)]
+
+    def own_sound_of(self, feed: LiveFeed, name: str) -> OpusFanout:
+        """The Opus of a copied camera's own sound (``name``: its flow and node)."""
+        if id(feed) not in self.sound:
+            self.sound[id(feed)] = CameraOpus(feed, name)
+        return self.sound[id(feed)]
 
     def all(self) -> list[Fanout]:
         return [*self.video.values(), *self.sound.values()]

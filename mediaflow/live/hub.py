@@ -20,7 +20,8 @@ the video's parameter sets and the sound's format are known.
 
 Other live paths (WebRTC viewers, :mod:`mediaflow.live.fanout`) take the same encoded
 frames as they arrive with :meth:`LiveFeed.listen`, on the feed's loop; the feed names
-the microphone whose sound it carries in :attr:`LiveFeed.sound_from`.
+the microphone whose sound it carries in :attr:`LiveFeed.sound_from`, or hands the
+camera's own sound to :meth:`LiveFeed.listen_sound` (:attr:`LiveFeed.own_sound`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 from mediaflow.live.fmp4 import AudioTrack, VideoTrack, init_segment
 from mediaflow.live.h264 import BitstreamError
@@ -47,6 +49,8 @@ DEFAULT_KEYFRAME_S = 2.0
 WATCH_S = 10.0
 
 FrameTap = Callable[[bytes, VideoFrame], None]
+SoundTap = Callable[[AudioTrack, AudioFrame], None]
+L = TypeVar("L", FrameTap, SoundTap)
 
 
 class LiveFeed:
@@ -81,8 +85,10 @@ class LiveFeed:
         self._arrived: deque[Callable[[], None]] = deque()  # taps not yet taken, in order
         self._waking = False
         self._listeners: list[FrameTap] = []
+        self._sound_listeners: list[SoundTap] = []
         self.frames = 0
         self.sound_from: LiveSound | None = None  # the microphone's sound it carries, if any
+        self.own_sound = False  # whether it carries the camera's own sound (tap_sound)
 
     def tap(self, extradata: bytes, frame: VideoFrame) -> None:
         """Thread-safe: hand ``frame`` to the feed's loop."""
@@ -106,13 +112,14 @@ class LiveFeed:
         """Call ``listener(extradata, frame)`` on the feed's loop for every frame from now
         on (``extradata``: the newest Annex B parameter sets). It must not block: it runs
         on the event loop between the camera's frames. Returns what stops it."""
-        self._listeners.append(listener)
+        return _added(self._listeners, listener)
 
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return stop
+    def listen_sound(self, listener: SoundTap) -> Callable[[], None]:
+        """Call ``listener(track, frame)`` on the feed's loop for every AAC frame of the
+        camera's own sound from now on (:meth:`tap_sound`; a microphone's sound is its
+        :class:`~mediaflow.live.sound.LiveSound`'s). It must not block. Returns what
+        stops it."""
+        return _added(self._sound_listeners, listener)
 
     def _take_arrived(self) -> None:
         self._waking = False
@@ -123,6 +130,8 @@ class LiveFeed:
         if track != self._sound:
             self.set_sound(track)
         self.add_audio(frame)
+        for listener in list(self._sound_listeners):
+            listener(track, frame)
 
     @property
     def ready(self) -> bool:
@@ -255,6 +264,7 @@ class LiveHub:
             keyframe_s=keyframe_s,
             sound=sound_from is not None or own_sound,
         )
+        feed.own_sound = own_sound and sound_from is None
         with self._lock:
             self._feeds[(flow, node)] = feed
         if sound_from is not None:
@@ -294,3 +304,14 @@ class LiveHub:
     def sounds(self) -> dict[tuple[str, str], LiveSound]:
         with self._lock:
             return dict(self._sounds)
+
+
+def _added(listeners: list[L], listener: L) -> Callable[[], None]:
+    """Add ``listener`` to ``listeners``; what takes it out again (once, or never)."""
+    listeners.append(listener)
+
+    def stop() -> None:
+        with contextlib.suppress(ValueError):
+            listeners.remove(listener)
+
+    return stop

@@ -3,9 +3,10 @@
 :meth:`WhepService.open` answers an SDP offer: a peer connection with no STUN or
 TURN server (its host candidates, gathered before the answer is returned: the WHEP
 draft's non-trickle mode), the camera's H.264 on the offer's video section (H.264
-only, whatever else the viewer offers) and the microphone's Opus on its audio
-section when the feed carries one. Each session is watched every
-``WATCH_INTERVAL_S`` and ended (:meth:`WhepService.end`) when:
+only, whatever else the viewer offers) and the feed's sound as Opus on its audio
+section when it carries one (its microphone's, or a copied camera's own). Each
+session is watched every ``WATCH_INTERVAL_S`` and ended (:meth:`WhepService.end`)
+when:
 
 - its peer connection failed or closed (ICE failure, the viewer closed it);
 - it did not connect within ``CONNECT_S`` of the answer;
@@ -135,6 +136,10 @@ class WhepService:
             sound = session.feed.sound_from
             if sound is not None:
                 session.audio = self.fanouts.sound_of(sound).join()
+            elif session.feed.own_sound:
+                fanout = self.fanouts.own_sound_of(session.feed, f"{session.flow}/{session.node}")
+                session.audio = fanout.join()
+            if session.audio is not None:
                 audio = pc.addTransceiver(NamedTrack("audio"), direction="sendonly")
                 _prefer(audio, ("audio/opus",))
                 session.streams.append(ViewerStream(audio.sender, session.audio, session.heard))
