@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from mediaflow import Context, Node
 from mediaflow.engine.events import EventBus
+from mediaflow.node import DependencyAway
 
 
 class Counter(Node):
@@ -107,6 +108,24 @@ class Flaky(Node):
         if seq in self.bad and self._failed.get(seq, 0) < self.failures:
             self._failed[seq] = self._failed.get(seq, 0) + 1
             raise RuntimeError(f"flaky on seq {seq}")
+
+
+class AwayThenBack(Node):
+    """A sink whose service is away for its first ``away`` runs (whatever the item):
+    each raises :class:`~mediaflow.node.DependencyAway` naming ``"hook"``."""
+
+    inputs: ClassVar[Mapping[str, str]] = {"chunk": "json"}
+    ran: ClassVar[list[int]] = []  # the seqs it ran, once back
+
+    def __init__(self, away: int = 3) -> None:
+        self.away = away
+        AwayThenBack.ran = []
+
+    async def run(self, ctx: Context) -> None:
+        if self.away > 0:
+            self.away -= 1
+            raise DependencyAway("hook", "the hook service at http://127.0.0.1:9 is away")
+        self.ran.append(ctx.inputs["chunk"]["seq"])
 
 
 class Crasher(Node):

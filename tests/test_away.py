@@ -11,10 +11,12 @@ import pytest
 from mediaflow.engine.away import (
     PAUSE_MAX_S,
     Outage,
+    Wait,
     away_from,
     on_failed,
     on_landed,
     pause_s,
+    waited,
     without_userinfo,
 )
 from mediaflow.engine.commands import (
@@ -107,6 +109,13 @@ def test_nothing_told_of_an_outage_carries_a_password(text: str, public: str) ->
 def away(stream: StreamKey, head: str, *, done: int = 0, what: str = "store") -> NodeFinishedTick:
     """The batch headed by ``head`` failed at item ``done`` only because ``what`` was away."""
     return NodeFinishedTick(stream, head, done, "StoreUnreachable: no answer", what)
+
+
+def test_a_wait_begins_once_and_counts_its_tries() -> None:
+    first = waited(None, "mqtt", 10.0)
+    assert first == Wait("mqtt", 10.0, 1)  # a new wait: told
+    assert waited(first, "mqtt", 12.0) == Wait("mqtt", 10.0, 2)  # the same, one try longer
+    assert waited(Wait("mqtt", 10.0, 5), "store", 20.0) == Wait("store", 20.0, 1)
 
 
 def test_an_away_failure_costs_no_attempt_and_is_never_dead_lettered() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,16 @@ from mediaflow.config import EngineSettings
 from mediaflow.engine.events import Event, EventBus
 from mediaflow.queue.contract import StreamKey, WorkItem
 from mediaflow.queue.sqlite import SqliteQueue
-from tests.engine_nodes import Counter, Doubler, Flaky, ImageSink, Recorder, WrongKind, rss_bytes
+from tests.engine_nodes import (
+    AwayThenBack,
+    Counter,
+    Doubler,
+    Flaky,
+    ImageSink,
+    Recorder,
+    WrongKind,
+    rss_bytes,
+)
 
 FAST = EngineSettings(retry_base_s=0.01, retry_max_s=0.05, backlog_interval_s=0.1)
 
@@ -155,6 +165,27 @@ async def test_a_node_that_recovers_is_not_dead_lettered(tmp_path: Path) -> None
     _, events = await run_until_idle(flow, tmp_path)
     assert [seq for seq, _ in Flaky.runs] == [0, 1, 1, 2]
     assert not [e for e in events if e.type == "cascade_dropped"]
+
+
+async def test_a_wait_for_a_service_that_is_away_is_logged_once_and_its_end_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flow = (
+        FlowBuilder("waits")
+        .add("src", Counter, count=3)
+        .add("hook", AwayThenBack, away=3, inputs={"chunk": "src.chunk"})
+    )
+    with caplog.at_level(logging.DEBUG, logger="mediaflow.engine"):
+        _, events = await run_until_idle(flow, tmp_path)
+    assert AwayThenBack.ran == [0, 1, 2]
+    retries = [e for e in events if e.type == "cascade_retry"]
+    assert [e.data["away"] for e in retries] == ["hook"] * 3
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "'hook'" in r.getMessage()]
+    assert [level for level, _ in said] == [
+        logging.WARNING, logging.DEBUG, logging.DEBUG, logging.INFO
+    ]  # fmt: skip
+    assert "the hook is away" in said[0][1] and "try 1 of this wait" in said[0][1]
+    assert "runs again: the hook answered" in said[-1][1] and "3 tries" in said[-1][1]
 
 
 async def test_wrong_kind_is_refused_at_the_producer(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ answering for a while; a sink's broker or web service goes down (the node
 raises :class:`~mediaflow.node.DependencyAway`). That is not the fault of the
 node that met it, and running it again at once will not help: it waits and
 carries on. It is not failed, retried as a failure, dead-lettered or (a source)
-ended. These are the pure decisions. The waiting is done in two places.
+ended. A node's wait is told once when it begins and once when it ends
+(:func:`waited`), not at every try. These are the pure decisions. The waiting is done in two places.
 :mod:`.outages` makes a source's saves wait. The reducer retries an item that
 failed only because of an outage after a backoff, and the retry costs no attempt
 (``NodeFinishedTick.away``).
@@ -95,3 +96,21 @@ def without_userinfo(text: str) -> str:
     Nothing told about an outage (an event, a log line) may carry a secret. The token
     is never in a URL: it travels in a header."""
     return scrub(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A node waiting for ``dependency``, away since its first try met it at ``since``
+    (monotonic seconds); ``tries``: the tries of it that met it away."""
+
+    dependency: Dependency
+    since: float
+    tries: int = 1
+
+
+def waited(wait: Wait | None, dependency: Dependency, now: float) -> Wait:
+    """A node's wait once a try met ``dependency`` away at ``now``: the same wait one
+    try longer, or a new one (to be told) when it was not waiting for it."""
+    if wait is None or wait.dependency != dependency:
+        return Wait(dependency, now)
+    return Wait(dependency, wait.since, wait.tries + 1)

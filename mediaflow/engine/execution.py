@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from mediaflow.engine.away import Dependency, away_from
+from mediaflow.engine.away import Dependency, Wait, away_from, waited
 from mediaflow.engine.commands import Dispatch, StartNodeCommand
 from mediaflow.engine.context import FlowEnv, RunContext
 from mediaflow.engine.journal import GUARD_KEY
@@ -77,6 +77,7 @@ class NodeExecutor:
         self.finished_items = 0
         # Sources whose last run ended by an error and that have not started again.
         self.failed_sources: dict[str, str] = {}
+        self._waits: dict[str, Wait] = {}  # nodes waiting for a dependency that is away
 
     def start(self, command: StartNodeCommand) -> None:
         stream = command.stream
@@ -126,6 +127,8 @@ class NodeExecutor:
             while command is not None:
                 stream = command.stream
                 end = await self._run_batch(command)
+                if end.away is None:
+                    self._waited(stream.node)
                 entry_id = command.items[0].entry_id
                 self._dispatch(NodeFinishedTick(stream, entry_id, *end))
                 command = self._next.pop(stream, None)
@@ -180,7 +183,7 @@ class NodeExecutor:
                         return BatchEnd(index, "cancelled while stopping")
                     except Exception as exc:
                         attempt = command.attempt if index == 0 else 1
-                        error, away = _failed(node_id, item, attempt, exc)
+                        error, away = self._failed(node_id, item, attempt, exc)
                         return BatchEnd(index, error, away, isinstance(exc, ItemRefused))
                     finally:
                         ctx.end()  # what the node saved and did not emit, it dropped
@@ -225,7 +228,7 @@ class NodeExecutor:
             if not env.is_stopping(node_id):
                 error = "cancelled while stopping"
         except Exception as exc:
-            error, away = _failed(node_id, item, attempt, exc)
+            error, away = self._failed(node_id, item, attempt, exc)
         finally:
             ctx.end()
         bus.publish("source_ended", {"flow": flow, "node": node_id, "error": error})
@@ -233,34 +236,50 @@ class NodeExecutor:
             self.failed_sources[node_id] = error
         return BatchEnd(1) if error is None else BatchEnd(0, error, away)
 
-
-def _failed(
-    node_id: str, item: WorkItem, attempt: int, exc: Exception
-) -> tuple[str, Dependency | None]:
-    """Log a node's failure on ``item``; the error as the reducer gets it, and the
-    dependency whose being away was the only cause (no traceback then: the error
-    says which, and the node did nothing wrong)."""
-    error = f"{type(exc).__name__}: {exc}"
-    away = away_from(exc)
-    if isinstance(exc, ItemRefused):
-        log.warning("node %r refused item %s for good: %s", node_id, item.entry_id, error)
-        return error, None
-    if away is not None:
+    def _failed(
+        self, node_id: str, item: WorkItem, attempt: int, exc: Exception
+    ) -> tuple[str, Dependency | None]:
+        """Log a node's failure on ``item``; the error as the reducer gets it, and the
+        dependency whose being away was the only cause (no traceback then: the error
+        says which, and the node did nothing wrong). A wait for a dependency is
+        logged when it begins; its further tries only at debug level."""
+        error = f"{type(exc).__name__}: {exc}"
+        away = away_from(exc)
+        if isinstance(exc, ItemRefused):
+            log.warning("node %r refused item %s for good: %s", node_id, item.entry_id, error)
+            return error, None
+        if away is not None:
+            wait = self._waits[node_id] = waited(self._waits.get(node_id), away, time.monotonic())
+            log.log(
+                logging.WARNING if wait.tries == 1 else logging.DEBUG,
+                "node %r could not run item %s: the %s is away (%s); it runs again later,"
+                " costing no attempt (try %d of this wait)",
+                node_id,
+                item.entry_id,
+                away,
+                error,
+                wait.tries,
+            )
+            return error, away
         log.warning(
-            "node %r could not run item %s: the %s is away (%s); it runs again later,"
-            " costing no attempt",
+            "node %r failed on item %s (attempt %d): %s",
             node_id,
             item.entry_id,
-            away,
+            attempt,
             error,
+            exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
         )
-        return error, away
-    log.warning(
-        "node %r failed on item %s (attempt %d): %s",
-        node_id,
-        item.entry_id,
-        attempt,
-        error,
-        exc_info=not isinstance(exc, TypeError | ValueError | KeyError),
-    )
-    return error, None
+        return error, None
+
+    def _waited(self, node_id: str) -> None:
+        """A batch of ``node_id`` ended without meeting a dependency away: its wait, if
+        it had one, is over."""
+        wait = self._waits.pop(node_id, None)
+        if wait is not None:
+            log.info(
+                "node %r runs again: the %s answered after %.1f s (%d tries met it away)",
+                node_id,
+                wait.dependency,
+                time.monotonic() - wait.since,
+                wait.tries,
+            )
