@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -28,8 +27,6 @@ from mediaflow.server.views import (
     live_flow_view,
     stored_flow_view,
 )
-
-log = logging.getLogger("mediaflow.http")
 
 QUEUE_TIMEOUT_S = 2.0
 NO_STORE = {"Cache-Control": "no-store"}
@@ -58,10 +55,12 @@ async def queue_backlog(state: AppState) -> tuple[dict[StreamKey, StreamBacklog]
     if state.queue is None:
         return {}, False
     try:
-        return await asyncio.wait_for(state.queue.backlog(), QUEUE_TIMEOUT_S), True
+        backlog = await asyncio.wait_for(state.queue.backlog(), QUEUE_TIMEOUT_S)
     except (QueueError, TimeoutError) as exc:
-        log.warning("queue backlog unavailable: %s", exc)
+        state.queue_watch.failed("the backlog", exc)
         return {}, False
+    state.queue_watch.answered()
+    return backlog, True
 
 
 async def queue_latest(state: AppState, flow: str) -> dict[tuple[str, str], Any]:
@@ -69,10 +68,12 @@ async def queue_latest(state: AppState, flow: str) -> dict[tuple[str, str], Any]
     if state.queue is None:
         return {}
     try:
-        return await asyncio.wait_for(state.queue.latest(flow), QUEUE_TIMEOUT_S)
+        latest = await asyncio.wait_for(state.queue.latest(flow), QUEUE_TIMEOUT_S)
     except (QueueError, TimeoutError) as exc:
-        log.warning("latest values of %r unavailable: %s", flow, exc)
+        state.queue_watch.failed(f"the latest values of {flow!r}", exc)
         return {}
+    state.queue_watch.answered()
+    return latest
 
 
 async def flow_view(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from mediaflow.engine.events import Event
     from mediaflow.engine.session import FlowSession
 
-log = logging.getLogger("mediaflow.http")
 
 # Emit-to-start latency, seconds: sub-millisecond (claimed at enqueue) to a long backlog.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -154,8 +152,9 @@ class Metrics(Collector):
                 snapshot.backlog = await asyncio.wait_for(state.queue.backlog(), SCRAPE_TIMEOUT_S)
                 snapshot.stats = await asyncio.wait_for(state.queue.stats(), SCRAPE_TIMEOUT_S)
                 snapshot.queue_up = True
+                state.queue_watch.answered()
             except (QueueError, TimeoutError) as exc:
-                log.warning("metrics: queue unavailable: %s", exc)
+                state.queue_watch.failed("the metrics", exc)
         snapshot.store, snapshot.gc = await asyncio.to_thread(_store_facts, state)
         self.snapshot = snapshot
 

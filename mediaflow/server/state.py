@@ -26,6 +26,7 @@ from mediaflow.engine.state_store import StateStore
 from mediaflow.live.hub import LiveHub
 from mediaflow.queue import DeadLetters, Inspection, LatestValues, open_queue
 from mediaflow.server.filecache import ArtifactCache
+from mediaflow.server.queue_watch import QueueWatch
 from mediaflow.server.settings import ServerSettings
 from mediaflow.server.transfer import TransferStats
 from mediaflow.store import ArtifactStore
@@ -92,6 +93,7 @@ class AppState:
         self.store = store or ArtifactStore(self.data_dir)
         self.timeline = TimelineIndex.in_data_dir(self.store.data_dir)  # opened on first read
         self.queue = queue
+        self.queue_watch = QueueWatch()  # its outages, logged once each
         self.bus = bus or EventBus()
         self.live = live or LiveHub()
         self.owns_backends = owns_backends
