@@ -14,7 +14,7 @@ from mediaflow import FlowBuilder
 from mediaflow.live.fanout import CameraOpus
 from mediaflow.server.whep import WHEP as WHEP_KEY
 from tests.http_support import wait_until
-from tests.rtsp_server import Mount, RtspServerFactory, rtsp_media
+from tests.rtsp_server import AudioCodec, Mount, RtspServerFactory, rtsp_media
 from tests.whep_support import FLOW, served_camera, watch
 
 pytestmark = pytest.mark.timeout(90)
@@ -22,10 +22,11 @@ pytestmark = pytest.mark.timeout(90)
 TONE_HZ = 440  # rtsp_media's sine
 
 
+@pytest.mark.parametrize("sound", ["aac", "pcmu"])  # G.711 becomes AAC once, at 8 kHz
 async def test_two_viewers_hear_a_copied_cameras_own_sound_encoded_once(
-    tmp_path: Path, rtsp_server: RtspServerFactory
+    tmp_path: Path, rtsp_server: RtspServerFactory, sound: AudioCodec
 ) -> None:
-    server = rtsp_server(Mount(media=rtsp_media("h264")))
+    server = rtsp_server(Mount(media=rtsp_media("h264"), audio=sound))
     flow = FlowBuilder(FLOW).add(
         "cam", "camera", device=server.url(), image=False, video=True, segment_s=1, timeout_s=5
     )
