@@ -1,7 +1,7 @@
 """WebRTC sound of a copied IP camera (issue 30): GStreamer's RTSP server sends H.264
-and AAC; the camera's packets are copied, and its own AAC is decoded and encoded to
-Opus once, however many WHEP viewers listen. aiortc's viewers decode what arrives:
-the file's 440 Hz tone."""
+and AAC (or G.711, which the camera makes AAC once); the camera's packets are
+copied, and its own AAC is decoded and encoded to Opus once, however many WHEP
+viewers listen. aiortc's viewers decode what arrives: the file's 440 Hz tone."""
 
 from __future__ import annotations
 
