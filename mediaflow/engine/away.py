@@ -6,8 +6,8 @@ raises :class:`~mediaflow.node.DependencyAway`). That is not the fault of the
 node that met it, and running it again at once will not help: it waits and
 carries on. It is not failed, retried as a failure, dead-lettered or (a source)
 ended. A node's wait is told once when it begins and once when it ends
-(:func:`waited`), not at every try. These are the pure decisions. The waiting is done in two places.
-:mod:`.outages` makes a source's saves wait. The reducer retries an item that
+(:func:`waited`), not at every try. These are the pure decisions. The waiting
+is done in two places. :mod:`.outages` makes a source's saves wait. The reducer retries an item that
 failed only because of an outage after a backoff, and the retry costs no attempt
 (``NodeFinishedTick.away``).
 """

@@ -193,7 +193,7 @@ class Forwarder:
         call the forwarder makes anyway (this flow's latest values, one small hash)
         and a ``HEAD`` of :data:`PROBE_DIGEST`. A refusal is an answer: the next
         round meets it and reports it."""
-        self.link.probes += 1
+        self.link.probed()
         try:
             await self._ask_link()
         except LINK_ERRORS as exc:

@@ -31,6 +31,10 @@ class Link:
     def up(self) -> bool:
         return self._down_since is None
 
+    def probed(self) -> None:
+        """A probe of the link was sent (counted for the outage's report)."""
+        self.probes += 1
+
     def failed(self, exc: BaseException) -> None:
         """A round failed on the link with ``exc``."""
         self.failures += 1
