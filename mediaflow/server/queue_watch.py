@@ -35,7 +35,7 @@ class QueueWatch:
         if first:
             self._down_since = time.monotonic()
         level = logging.WARNING if first else logging.DEBUG
-        log.log(level, "the work queue does not answer (%s): %s; views go on without it", what, exc)
+        log.log(level, "the work queue does not answer (%s; views go on without it): %s", what, exc)
 
     def answered(self) -> None:
         """A call answered: an outage, if there was one, is over."""
