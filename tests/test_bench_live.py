@@ -264,6 +264,7 @@ def made_up_run(index: int, idle: float, many: float) -> RunResult:
     run.whep = WhepWindow(10, Usage(20.0, idle + 0.02, 1.1))
     run.whep_again = WhepWindow(10, Usage(20.0, idle + 0.04, 1.1))
     run.whep_floor = {"cores": 0.01, "sent": 38000, "received": 38000}
+    run.whep_gst = {"viewers": 10, "idle_cores": 0.02, "viewers_cores": 0.08}
     run.browser_webrtc = BrowserResult(
         "webrtc",
         latencies=[0.2] * 95 + [0.25] * 5,
@@ -284,6 +285,9 @@ def test_webrtc_figures() -> None:
     assert got["cpu_whep_added"] == pytest.approx(0.03)
     assert got["cpu_whep_increase"] == pytest.approx(0.075)
     assert got["cpu_whep_floor"] == 0.01 and got["cpu_whep_floor_share"] == pytest.approx(0.025)
+    assert got["cpu_whep_gst_added"] == pytest.approx(0.06)  # its own CPU with less without
+    assert got["cpu_whep_gst_share"] == pytest.approx(0.15)  # against the flow's idle
+    assert got["cpu_whep_vs_gst"] == pytest.approx(0.5)
 
 
 def test_the_floor_cuts_a_frame_as_the_server_does() -> None:
@@ -391,6 +395,9 @@ def test_one_short_run_measures_every_section(tmp_path: Path) -> None:
     assert got["cpu_whep_increase"] is not None
     assert run.whep_floor is not None and run.whep_floor["sent"] > 0, run.whep_floor
     assert run.whep_floor["received"] == run.whep_floor["sent"], run.whep_floor
+    gst = run.whep_gst  # GStreamer's webrtcbin sent its clip to as many aiortc viewers
+    assert gst is not None and gst["counts"]["video"]["frames"] > 0, gst
+    assert gst["counts"]["audio"]["frames"] > 0 and got["cpu_whep_gst_added"] is not None
     if config.browser:
         assert run.browser is not None and run.browser.error is None, run.browser
         assert len(run.browser.latencies) > 10

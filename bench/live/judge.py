@@ -135,6 +135,14 @@ def figures(run: RunResult, viewers: int) -> Figures:
     floor = run.whep_floor.get("cores") if run.whep_floor else None
     got["cpu_whep_floor"] = floor
     got["cpu_whep_floor_share"] = floor / idle if floor is not None and idle else None
+    gst = run.whep_gst or {}
+    gst_added = None
+    if gst.get("viewers_cores") is not None and gst.get("idle_cores") is not None:
+        gst_added = gst["viewers_cores"] - gst["idle_cores"]
+    got["cpu_whep_gst_added"] = gst_added
+    got["cpu_whep_gst_share"] = gst_added / idle if gst_added is not None and idle else None
+    added = got["cpu_whep_added"]
+    got["cpu_whep_vs_gst"] = added / gst_added if added is not None and gst_added else None
     one_lags = run.one.lags if run.one else []
     many_lags = run.many.lags if run.many else []
     peer_lags = run.peer.lags if run.peer else []
@@ -240,22 +248,29 @@ def report(runs: Sequence[RunResult], viewers: int, heading: str) -> str:
         "WebRTC (WHEP) in the same run: glass-to-glass in Chromium (capture times from the"
         " flashes), its halves (to the browser: received - captured; in the browser:"
         " shown - received), Chromium's mean jitter-buffer delay; the flow's CPU with"
-        f" {viewers} WHEP viewers (aiortc, not decoding; the mean of two windows), and the"
-        " floor: their datagrams only sent, by a process that does nothing else",
+        f" {viewers} WHEP viewers (aiortc, not decoding; the mean of two windows), the"
+        " floor: their datagrams only sent, by a process that does nothing else, and"
+        f" GStreamer's webrtcbin (C) sending the camera's stream to {viewers} such viewers"
+        " (its CPU with them less without, against the flow's no-viewer CPU)",
         ["p50", "p95", "max", "to browser p50", "p95", "in browser p50", "p95",
          "jitter buffer", "flashes", "wall (cores)", f"{viewers} WHEP (cores)",
-         "added (cores)", "vs no viewer", "floor (cores)", "floor vs no viewer"],
+         "added (cores)", "vs no viewer", "floor (cores)", "floor vs no viewer",
+         "GStreamer added (cores)", "GStreamer vs no viewer", "mediaflow / GStreamer"],
         [("webrtc_p50", ms), ("webrtc_p95", ms), ("webrtc_max", ms),
          ("webrtc_to_browser", ms), ("webrtc_to_browser_p95", ms),
          ("webrtc_in_browser", ms), ("webrtc_in_browser_p95", ms),
          ("webrtc_jitter_buffer", ms), ("webrtc_flashes", count),
          ("cpu_wall_webrtc", cores), ("cpu_whep", cores), ("cpu_whep_added", cores),
          ("cpu_whep_increase", pct), ("cpu_whep_floor", cores),
-         ("cpu_whep_floor_share", pct)],
+         ("cpu_whep_floor_share", pct), ("cpu_whep_gst_added", cores),
+         ("cpu_whep_gst_share", pct), ("cpu_whep_vs_gst", times)],
         [("p50", "webrtc_p50", ms), ("p95", "webrtc_p95", ms),
          (f"{viewers} WHEP viewers vs no viewer", "cpu_whep_increase", pct),
          ("the floor (their datagrams, only sent) vs no viewer", "cpu_whep_floor_share",
-          pct)],
+          pct),
+         (f"GStreamer's webrtcbin, {viewers} viewers, vs the flow's no viewer",
+          "cpu_whep_gst_share", pct),
+         ("mediaflow's viewers' CPU / GStreamer's", "cpu_whep_vs_gst", times)],
     )  # fmt: skip
     section(
         "A/V sync in the live stream: camera + microphone (observed - made, per flash and beep;"

@@ -20,7 +20,10 @@ view in 0.5 s parts) carrying one microphone's sound (lavfi ``aevalsrc`` at 16 k
   from the flashes and its RTP timestamp (:mod:`bench.live.webrtc`): p50, p95 and max,
   and each split into before and after the browser received it. The flow's CPU with
   ``--viewers`` WHEP viewers (aiortc receiving, not decoding: :mod:`bench.live.whep`),
-  in two windows bracketed by the no-viewer ones.
+  in two windows bracketed by the no-viewer ones; after the first, two peers beside
+  the flow: the floor (their datagrams only sent, :mod:`bench.live.floor`) and
+  GStreamer's ``webrtcbin`` sending the same camera to as many aiortc viewers
+  (:mod:`bench.live.gst_peer`), each with its own CPU.
 - **A/V sync**: one HLS viewer records the stream; each flash and beep found in it
   is placed on the capture clock by the parts' ``PROGRAM-DATE-TIME`` and compared
   with when the source made it (the items' ``captured_at - pts``); the A/V offset is

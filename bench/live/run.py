@@ -13,7 +13,9 @@ viewer came (a feed read in the last 10 s is *watched*):
    ``settle_s``; first, because a WHEP viewer does not make the feed *watched*
    (its AAC encode), while an HLS viewer does for ``WATCH_S`` after its last read;
    then the floor under them (:mod:`bench.live.floor`): the datagrams they received,
-   at the same rates, only sent, by a process of its own beside the flow;
+   at the same rates, only sent, by a process of its own beside the flow; then the
+   peer in C (:mod:`bench.live.gst_peer`): GStreamer's ``webrtcbin`` sending the
+   camera's stream to as many aiortc viewers, its CPU with and without them;
 4. starts one HLS viewer in a process of its own (:mod:`bench.live.hls`), which
    records the stream, and measures the CPU after ``settle_s``;
 5. the same with ``viewers`` viewers (none records);
@@ -128,6 +130,7 @@ class RunResult:
     whep: WhepWindow | None = None  # WHEP viewers, before the HLS ones
     whep_again: WhepWindow | None = None  # and after the second idle window
     whep_floor: dict[str, Any] | None = None  # their datagrams, only sent (bench.live.floor)
+    whep_gst: dict[str, Any] | None = None  # GStreamer's webrtcbin, as many viewers
     browser_webrtc: BrowserResult | None = None  # the wall over WHEP
     sync: SyncResult | None = None
     clip_offsets: list[float] | None = None  # a file's own sound against its picture
@@ -253,6 +256,21 @@ def floor_peer(window: WhepWindow, config: RunConfig) -> dict[str, Any]:
     return result
 
 
+def gst_peer(config: RunConfig, workdir: Path) -> dict[str, Any]:
+    """:mod:`bench.live.gst_peer` with ``config``'s viewers and windows, beside the flow;
+    its result. Raises ``RuntimeError`` if it fails."""
+    command = [sys.executable, "-m", "bench.live.gst_peer", "--viewers", str(config.viewers),
+               "--seconds", f"{config.seconds:g}", "--settle", f"{config.settle_s:g}",
+               "--workdir", str(workdir)]  # fmt: skip
+    timeout = 12 * (config.seconds + config.settle_s) + 180  # its clip is encoded first
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    result = parse_result(done.stdout)
+    if result is None or "error" in result:
+        reason = result["error"] if result else f"exit {done.returncode}: {done.stderr[-300:]}"
+        raise RuntimeError(f"the GStreamer peer: {reason}")
+    return result
+
+
 def clip_offsets(clip: Path, flow: LiveFlow, config: RunConfig, workdir: Path) -> list[float]:
     """The clip replayed live with its own sound (:func:`bench.live.flow.make_clip`),
     recorded by one viewer: ``beep - flash`` per second. Raises what the steps raise."""
@@ -295,6 +313,8 @@ def run_once(
                 result.whep = whep_window(proc.pid, whep, config.viewers, config)
                 say("   the floor: the same datagrams, only sent")
                 result.whep_floor = floor_peer(result.whep, config)
+                say(f"   the peer in C: GStreamer's webrtcbin, {config.viewers} aiortc viewers")
+                result.whep_gst = gst_peer(config, workdir / "gst")
             say("   1 HLS viewer (recording the stream)")
             result.one = viewers_window(proc.pid, base, 1, config, recording)
             say(f"   {config.viewers} HLS viewers")
