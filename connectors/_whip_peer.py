@@ -87,6 +87,8 @@ async def answer_offer(sdp: str) -> Answered:
         raise IngestRefused(503, missing)
     from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
+    from mediaflow.live.webrtc import answer_as_dtls_server
+
     if not sdp.startswith("v=0") or "\nm=" not in sdp:
         raise IngestRefused(400, "the body is not an SDP offer (v=0 ... m=)")
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))  # no STUN: nothing leaves the LAN
@@ -98,6 +100,7 @@ async def answer_offer(sdp: str) -> Answered:
             if not tracks:
                 raise IngestRefused(400, "the offer sends no audio or video")
             decoding = bound_decoding(pc)  # before it connects
+            answer_as_dtls_server(pc, sdp)
             await pc.setLocalDescription(await pc.createAnswer())
     except IngestRefused:
         await pc.close()

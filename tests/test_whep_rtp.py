@@ -25,6 +25,7 @@ from mediaflow.live.rtp import (
     extension_block,
     extension_id,
     h264_payloads,
+    leaves_dtls_role_open,
     ntp_time,
     playout_delay,
 )
@@ -146,6 +147,26 @@ def test_the_answer_agrees_to_the_playout_delay_offered_for_video() -> None:
 )
 def test_the_answer_stays_as_it_is_without_a_usable_offer(offer: str) -> None:
     assert answer_with_extension(offer, ANSWER, "video", PLAYOUT_DELAY_URI) == (ANSWER, None)
+
+
+@pytest.mark.parametrize(
+    ("setups", "open_"),
+    [
+        (["actpass", "actpass"], True),  # browsers, aiortc, GStreamer: the answer chooses
+        (["actpass", "active"], False),  # a section where the offerer chose
+        (["passive", "passive"], False),  # the offerer is the DTLS server
+        ([], False),  # no setup at all: RFC 4145's default is active
+    ],
+)
+def test_an_offer_leaves_the_dtls_role_open_only_with_actpass_throughout(
+    setups: list[str], open_: bool
+) -> None:
+    sections = OFFER.split("m=")
+    with_setups = sections[0] + "".join(
+        f"m={body}" + (f"a=setup:{setups[i]}\r\n" if setups else "")
+        for i, body in enumerate(sections[1:])
+    )
+    assert leaves_dtls_role_open(with_setups) is open_
 
 
 @pytest.mark.parametrize(

@@ -155,6 +155,14 @@ def extension_id(sdp: str, kind: str, uri: str) -> int | None:
     return None
 
 
+def leaves_dtls_role_open(offer: str) -> bool:
+    """Whether ``offer`` lets the answer choose its DTLS role: ``a=setup:actpass``
+    wherever it says (RFC 5763 §5), at the session level or in every media section."""
+    setups = [line[len("a=setup:") :].strip() for section in _sections(offer)
+              for line in section if line.startswith("a=setup:")]  # fmt: skip
+    return bool(setups) and all(setup == "actpass" for setup in setups)
+
+
 def answer_with_extension(offer: str, answer: str, kind: str, uri: str) -> tuple[str, int | None]:
     """``answer`` agreeing to the ``uri`` extension the offer's first ``kind``
     section offers, under the offer's id (RFC 8285 §5), and that id; the answer as

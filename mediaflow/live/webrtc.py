@@ -44,6 +44,7 @@ from mediaflow.live.rtp import (
     RtpHeader,
     abs_send_time,
     extension_block,
+    leaves_dtls_role_open,
     ntp_time,
     playout_delay,
 )
@@ -63,6 +64,31 @@ SENDER_STATE = tuple(_PREFIX + name for name in ("rtp_started", "rtp_exited", *_
 
 class UnsupportedAiortc(RuntimeError):
     """This aiortc's sender keeps its state elsewhere."""
+
+
+def answer_as_dtls_server(pc: Any, offer: str) -> bool:
+    """Make ``pc``'s coming answer take DTLS's server side (``a=setup:passive``) when
+    ``offer`` leaves the role open (:func:`~mediaflow.live.rtp.leaves_dtls_role_open`);
+    call between ``setRemoteDescription`` and ``createAnswer``. Whether it did.
+
+    aiortc answers as the DTLS client by default, and as a client it offers only ECDSA
+    cipher suites: a peer whose certificate is RSA (GStreamer's ``webrtcbin``, and with
+    it ``whipsink`` and ``whepsrc``) then fails the handshake with "no shared cipher".
+    As the server, this side's ECDSA certificate sets the suite, whatever the peer's
+    certificate is. RFC 5763 allows either answer; passive only waits for the peer to
+    start the handshake once the answer reached it. Uses aiortc's private
+    ``RTCDtlsTransport._role``: False, changing nothing, where it is not there."""
+    if not leaves_dtls_role_open(offer):
+        return False
+    transports = {id(t.receiver.transport): t.receiver.transport for t in pc.getTransceivers()}
+    if not transports or any(
+        getattr(dtls, "_role", None) != "auto" or not hasattr(dtls, "_set_role")
+        for dtls in transports.values()
+    ):
+        return False
+    for dtls in transports.values():
+        dtls._set_role("server")
+    return True
 
 
 class NamedTrack(MediaStreamTrack):

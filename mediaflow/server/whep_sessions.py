@@ -37,7 +37,13 @@ from aiortc import (
 from mediaflow.live.fanout import FanoutRegistry, ViewerQueue
 from mediaflow.live.hub import LiveFeed, LiveHub
 from mediaflow.live.rtp import PLAYOUT_DELAY_URI, answer_with_extension
-from mediaflow.live.webrtc import Heard, NamedTrack, UnsupportedAiortc, ViewerStream
+from mediaflow.live.webrtc import (
+    Heard,
+    NamedTrack,
+    UnsupportedAiortc,
+    ViewerStream,
+    answer_as_dtls_server,
+)
 
 log = logging.getLogger("mediaflow.whep")
 
@@ -148,6 +154,7 @@ class WhepService:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
         if video.mid is None:
             raise Refused(400, "the offer has no video section to receive the camera on")
+        answer_as_dtls_server(pc, offer)
         await pc.setLocalDescription(await pc.createAnswer())  # gathers candidates first
         # aiortc does not know playout-delay: the video stream writes it itself.
         session.answer, delay_id = answer_with_extension(
