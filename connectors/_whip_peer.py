@@ -2,7 +2,9 @@
 
 :func:`answer_offer` turns a WHIP offer into an aiortc peer connection and its answer
 (no STUN or TURN server: host candidates, which is what a LAN and this machine need;
-ICE candidates travel in the SDP, no trickle). Anything aiortc refuses in an offer is
+ICE candidates travel in the SDP, no trickle; DTLS's server side when the offer
+leaves it open, :func:`~mediaflow.live.webrtc.answer_as_dtls_server`, so that a
+publisher with an RSA certificate connects). Anything aiortc refuses in an offer is
 an :class:`~mediaflow.ingest.IngestRefused` (400): a malformed offer never becomes a
 5xx.
 

@@ -4,8 +4,10 @@
 TURN server (its host candidates, gathered before the answer is returned: the WHEP
 draft's non-trickle mode), the camera's H.264 on the offer's video section (H.264
 only, whatever else the viewer offers) and the feed's sound as Opus on its audio
-section when it carries one (its microphone's, or a copied camera's own). Each
-session is watched every ``WATCH_INTERVAL_S`` and ended (:meth:`WhepService.end`)
+section when it carries one (its microphone's, or a copied camera's own), taking
+DTLS's server side when the offer leaves it open
+(:func:`~mediaflow.live.webrtc.answer_as_dtls_server`: peers with RSA certificates
+connect too). Each session is watched every ``WATCH_INTERVAL_S`` and ended (:meth:`WhepService.end`)
 when:
 
 - its peer connection failed or closed (ICE failure, the viewer closed it);
