@@ -66,16 +66,22 @@ def finish(pid: int, start: float, cpu: float, busy: tuple[float, float]) -> Usa
     return Usage(span, (tree_cpu(pid) - cpu) / span, (now_busy[0] - busy[0]) / span)
 
 
-def peer_command(flow: LiveFlow, seconds: float, outdir: Path) -> list[str]:
+def camera_x264(flow: LiveFlow) -> list[str]:
+    """ffmpeg's arguments for x264 with the live camera's settings (module doc)."""
     gop = str(round(flow.rate * flow.segment_s))
+    return [
+        "-c:v", "libx264", "-preset", "veryfast", "-bf", "0", "-g", gop, "-keyint_min", gop,
+        "-sc_threshold", "0", "-x264-params", "rc-lookahead=2", "-pix_fmt", "yuv420p",
+    ]  # fmt: skip
+
+
+def peer_command(flow: LiveFlow, seconds: float, outdir: Path) -> list[str]:
     bitrate = BITS_PER_CHANNEL.get(flow.audio_rate, DEFAULT_BITS_PER_CHANNEL)
     return [
         "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error",
         "-re", "-t", f"{seconds:g}", "-f", "lavfi", "-i", flow.camera_graph(),
         "-re", "-t", f"{seconds:g}", "-f", "lavfi", "-i", flow.microphone_graph(),
-        "-map", "0:v", "-map", "1:a",
-        "-c:v", "libx264", "-preset", "veryfast", "-bf", "0", "-g", gop, "-keyint_min", gop,
-        "-sc_threshold", "0", "-x264-params", "rc-lookahead=2", "-pix_fmt", "yuv420p",
+        "-map", "0:v", "-map", "1:a", *camera_x264(flow),
         "-c:a", "aac", "-b:a", str(bitrate), "-ar", str(flow.audio_rate), "-ac", "1",
         "-f", "hls", "-hls_time", "0.5", "-hls_list_size", "8",
         "-hls_segment_type", "fmp4",

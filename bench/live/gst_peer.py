@@ -37,6 +37,7 @@ from typing import Any
 
 from bench._lib.common import emit_result
 from bench._lib.sample import tree_cpu
+from bench.live.cpu import camera_x264
 from bench.live.flow import LiveFlow
 from bench.live.whep import COUNTS, START_TIMEOUT_S, count_instead_of_decoding
 
@@ -55,14 +56,11 @@ def make_peer_clip(path: Path, flow: LiveFlow, seconds: float) -> Path:
     (blocks). Raises ``FileNotFoundError`` without ffmpeg and
     ``subprocess.CalledProcessError`` if it fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    gop = str(round(flow.rate * flow.segment_s))
     command = [
         "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error",
         "-t", f"{seconds:g}", "-f", "lavfi", "-i", flow.camera_graph(),
         "-t", f"{seconds:g}", "-f", "lavfi", "-i", flow.microphone_graph(),
-        "-map", "0:v", "-map", "1:a",
-        "-c:v", "libx264", "-preset", "veryfast", "-bf", "0", "-g", gop, "-keyint_min", gop,
-        "-sc_threshold", "0", "-x264-params", "rc-lookahead=2", "-pix_fmt", "yuv420p",
+        "-map", "0:v", "-map", "1:a", *camera_x264(flow),
         "-c:a", "libopus", "-b:a", str(OPUS_BITS), "-ar", "48000", "-ac", "1",
         "-frame_duration", "20", "-y", str(path),
     ]  # fmt: skip
